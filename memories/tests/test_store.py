@@ -1,0 +1,102 @@
+"""memory_store: the one write path (validation, forget blocks, duplicate merge)."""
+
+import pytest
+
+from justai_memory.errors import ApplicationError
+from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
+from memories.services.forget import memories_forget
+from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+from people.tests.factories import PersonFactory, RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def store(content, *, provenance=Provenance.EXTRACTED, lift_blocks_for=None, **fields):
+    draft = MemoryDraft(content=content, provenance=provenance, source=Source.SESSION, **fields)
+    return memory_store(draft=draft, actor="test", lift_blocks_for=lift_blocks_for)
+
+
+def test_new_content_is_created_with_an_audit_event():
+    result = store("The cellar key is in the blue tin")
+    assert result.outcome == StoreOutcome.CREATED
+    assert AuditEvent.objects.filter(memory_id=result.memory.pk, action="created").exists()
+
+
+def test_a_duplicate_merges_and_the_higher_provenance_wins():
+    first = store("The cellar key is in the blue tin", importance=0.3, confidence=0.6).memory
+    result = store("the cellar key is in the blue tin!", provenance=Provenance.CONFIRMED, importance=0.9)
+    assert result.outcome == StoreOutcome.MERGED and result.memory.pk == first.pk
+    first.refresh_from_db()
+    assert (first.provenance, first.occurrences, first.importance, first.confidence) == ("confirmed", 2, 0.9, 1.0)
+    assert Memory.objects.count() == 1
+
+
+def test_a_lower_provenance_duplicate_does_not_downgrade():
+    store("The cellar key is in the blue tin", provenance=Provenance.CONFIRMED)
+    merged = store("The cellar key is in the blue tin", provenance=Provenance.INFERRED).memory
+    assert merged.provenance == "confirmed"
+
+
+def test_different_numbers_are_never_duplicates():
+    store("The gate code is 4711")
+    assert store("The gate code is 4712").outcome == StoreOutcome.CREATED
+    assert Memory.objects.count() == 2
+
+
+def test_different_owners_are_not_merged():
+    anna, ben = PersonFactory(), PersonFactory()
+    store("I like green tea", scope=Scope.PRIVATE, owner=anna)
+    assert store("I like green tea", scope=Scope.PRIVATE, owner=ben).outcome == StoreOutcome.CREATED
+
+
+def test_a_forgotten_item_is_blocked_and_nothing_is_written():
+    memory = store("The gate code is 4711").memory
+    memories_forget(memory_ids=[memory.pk], actor="test")
+    result = store("the gate code is 4711")
+    assert result.outcome == StoreOutcome.BLOCKED and result.blocking_tombstones
+    assert not Memory.objects.exists()
+
+
+def test_an_explicit_remember_lifts_only_blocks_the_speaker_could_have_made():
+    anna, ben, kitchen = PersonFactory(), PersonFactory(), RoomFactory()
+    private = store("My PIN is 1234", scope=Scope.PRIVATE, owner=anna).memory
+    memories_forget(memory_ids=[private.pk], actor="test")
+    # Ben cannot see Anna's block, so his remember leaves it in place.
+    result = store(
+        "My PIN is 1234",
+        provenance=Provenance.CONFIRMED,
+        scope=Scope.PRIVATE,
+        owner=ben,
+        lift_blocks_for=(ben, kitchen),
+    )
+    assert result.outcome == StoreOutcome.CREATED and result.lifted_tombstones == []
+    assert Tombstone.objects.count() == 1
+    result = store(
+        "My PIN is 1234",
+        provenance=Provenance.CONFIRMED,
+        scope=Scope.PRIVATE,
+        owner=anna,
+        lift_blocks_for=(anna, kitchen),
+    )
+    assert result.outcome == StoreOutcome.CREATED and len(result.lifted_tombstones) == 1
+    assert not Tombstone.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"content": "  "}, "content"),
+        ({"content": "x" * 4001}, "content"),
+        ({"content": "ok", "scope": Scope.PRIVATE}, "scope"),
+        ({"content": "ok", "scope": Scope.ROOM}, "room"),
+        ({"content": "ok", "kind": "rumour"}, "kind"),
+        ({"content": "ok", "confidence": 2}, "confidence"),
+        ({"content": "ok", "language": "Deutsch"}, "language"),
+    ],
+)
+def test_bad_input_names_the_field_and_writes_nothing(fields, field):
+    content = fields.pop("content")
+    with pytest.raises(ApplicationError) as excinfo:
+        store(content, **fields)
+    assert excinfo.value.field == field
+    assert not Memory.objects.exists() and not AuditEvent.objects.exists()

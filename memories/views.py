@@ -1,0 +1,16 @@
+"""The memories part of the internal JSON API. Views parse, call one service or selector, present."""
+
+from django.db import connection
+from django.http import JsonResponse
+
+from justai_memory.internal_api import api_view
+from memories.embedders import get_embedder
+
+
+@api_view(methods=("GET",))
+def health(request, payload):
+    """Liveness: the database answers and the embedder is loaded."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    embedder = get_embedder()
+    return JsonResponse({"status": "ok", "embedder": embedder.name, "dim": embedder.dim})

@@ -1,0 +1,43 @@
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models.functions import Lower
+
+
+class Person(models.Model):
+    """A member of the household whom the assistant can recognise as a speaker."""
+
+    name = models.CharField(max_length=100)
+    aliases = ArrayField(models.CharField(max_length=100), blank=True, default=list)
+    preferred_language = models.CharField(max_length=8, default="en", help_text="ISO 639-1 code, e.g. de, it, en.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "people"
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="person_name_unique_ci"),
+            models.CheckConstraint(condition=~models.Q(name=""), name="person_name_not_empty"),
+            models.CheckConstraint(
+                condition=models.Q(preferred_language__regex=r"^[a-z]{2,3}$"), name="person_language_iso_code"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Room(models.Model):
+    """A room of the household; room-scoped memories are only relevant there."""
+
+    name = models.CharField(max_length=100)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(Lower("name"), name="room_name_unique_ci"),
+            models.CheckConstraint(condition=~models.Q(name=""), name="room_name_not_empty"),
+        ]
+
+    def __str__(self):
+        return self.name

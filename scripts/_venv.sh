@@ -1,0 +1,19 @@
+# Sourced by scripts/run and scripts/test: make .venv with Python 3 and install requirements.txt when it changed.
+set -euo pipefail
+PYTHON="${PYTHON:-python3}"
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  echo "error: $PYTHON not found; install Python 3.11 or newer" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  echo "==> creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+  echo "==> installing requirements.txt into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  echo "$want" > "$stamp"
+fi

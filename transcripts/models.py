@@ -1,0 +1,118 @@
+from django.db import models
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memories.languages import LANGUAGE_CODE_REGEX
+from memories.models import choices_constraint
+
+
+class ModelLocation(models.TextChoices):
+    LOCAL = "local"
+    CLOUD = "cloud"
+
+
+class ExtractionStatus(models.TextChoices):
+    OPEN = "open", "conversation still open"
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    WAITING_LOCAL = "waiting_local", "waiting for a local model"
+    BLOCKED = "blocked", "blocked (speaker deleted)"
+
+
+class Conversation(models.Model):
+    """A session with the assistant: who spoke (None = unknown), where, in which language."""
+
+    room = models.ForeignKey("people.Room", on_delete=models.PROTECT, related_name="conversations")
+    speaker = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
+    language = models.CharField(max_length=8, default="en")
+    model_location = models.CharField(max_length=8, choices=ModelLocation.choices, default=ModelLocation.LOCAL)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    extraction_status = models.CharField(max_length=16, choices=ExtractionStatus.choices, default=ExtractionStatus.OPEN)
+    extraction_blocked = models.BooleanField(
+        default=False, help_text="Never extract (its speaker was deleted: it must not become shared memories)."
+    )
+    extraction_attempts = models.PositiveIntegerField(default=0)
+    extraction_stats = models.JSONField(default=dict, blank=True)
+    extraction_error = models.CharField(max_length=300, blank=True)
+    extracted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["extraction_status", "ended_at"], name="conversation_extraction_idx")]
+        constraints = [
+            choices_constraint("model_location", ModelLocation, "conversation_model_location_valid"),
+            choices_constraint("extraction_status", ExtractionStatus, "conversation_extraction_status_valid"),
+            models.CheckConstraint(condition=Q(language__regex=LANGUAGE_CODE_REGEX), name="conversation_language_iso"),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),
+                name="conversation_ends_after_start",
+            ),
+        ]
+
+    def __str__(self):
+        return f"Conversation #{self.pk}"
+
+
+class Role(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class Turn(models.Model):
+    """One message of a conversation."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    speaker = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    text = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["conversation", "created_at"], name="turn_conversation_time_idx")]
+        constraints = [
+            choices_constraint("role", Role, "turn_role_valid"),
+            models.CheckConstraint(condition=~Q(text=""), name="turn_text_not_empty"),
+        ]
+
+    def __str__(self):
+        return f"Turn #{self.pk}"
+
+
+class Sighting(models.Model):
+    """A person seen in a room at a time (time-limited store)."""
+
+    person = models.ForeignKey("people.Person", on_delete=models.CASCADE, related_name="sightings")
+    room = models.ForeignKey("people.Room", on_delete=models.CASCADE, related_name="sightings")
+    seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-seen_at"]
+
+    def __str__(self):
+        return f"Sighting #{self.pk}"
+
+
+class Event(models.Model):
+    """Something that happened in the household, from sensors or automations (time-limited store)."""
+
+    kind = models.CharField(max_length=64)
+    payload = models.JSONField(default=dict, blank=True)
+    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    person = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-occurred_at"]
+        constraints = [models.CheckConstraint(condition=~Q(kind=""), name="event_kind_not_empty")]
+
+    def __str__(self):
+        return f"Event #{self.pk} ({self.kind})"

@@ -1,0 +1,21 @@
+import factory
+
+from people.tests.factories import RoomFactory
+from transcripts.models import Conversation, Role, Turn
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Conversation
+
+    room = factory.SubFactory(RoomFactory)
+    language = "de"
+
+
+class TurnFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Turn
+
+    conversation = factory.SubFactory(ConversationFactory)
+    role = Role.USER
+    text = factory.Sequence(lambda n: f"Nachricht {n}")
