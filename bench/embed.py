@@ -15,7 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "xquad-r"
+from bench._django import DATA as SHARED_DATA
+from bench._django import percentile
+
+DATA = SHARED_DATA / "xquad-r"
 
 
 def mixed_language_texts(n: int) -> list[str]:
@@ -31,11 +34,6 @@ def mixed_language_texts(n: int) -> list[str]:
     while len(texts) < n:
         texts.append(f"Der Schlüssel Nummer {len(texts)} liegt in der Dose im Flur / the key is in the tin")
     return texts[:n]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def measure(embedder, texts: list[str], queries: int, batch: int = 64) -> dict:

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
-from memories import views as memory_views
+from memories.views import health
 
 urlpatterns = [
-    path("health", memory_views.health, name="internal-health"),
+    path("health", health.health, name="internal-health"),
 ]

