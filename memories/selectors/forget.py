@@ -1,8 +1,6 @@
 """Which memories a "forget …" request means: vector and keyword matches among what the speaker may see."""
 
 import re
-from functools import reduce
-from operator import and_, or_
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
@@ -36,35 +34,38 @@ REQUEST_WORDS = frozenset(
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def _keywords(query: str) -> list[str]:
-    """The words of a request that say what to forget: no request words, no stop words of the main languages."""
+def _keyword_queries(query: str) -> list[str]:
+    """Per word that says what to forget, a tsquery (as text) matching it as typed or as any main language stems it.
+
+    Request words and stop words of the main languages are dropped (PostgreSQL's own stop word lists:
+    a stop word yields an empty tsvector). One round trip; the stems meet each memory's own stemming.
+    """
     words = [
         w for w in dict.fromkeys(_WORD.findall(query.lower())) if w not in REQUEST_WORDS and (len(w) > 1 or w.isdigit())
     ][:MAX_KEYWORDS]
     if not words:
         return []
-    configs = [text_search_config(code) for code in KEYWORD_LANGUAGES]
+    stop_configs = [text_search_config(code) for code in KEYWORD_LANGUAGES]
     with connection.cursor() as cursor:
-        # PostgreSQL's own stop word lists: a stop word yields an empty tsvector in that configuration.
         cursor.execute(
-            "SELECT u.w FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, i) "
-            "WHERE NOT EXISTS (SELECT 1 FROM unnest(%s::regconfig[]) AS c(cfg) "
-            "WHERE length(to_tsvector(c.cfg, u.w)) = 0) ORDER BY u.i",
-            [words, configs],
+            "SELECT (SELECT string_agg(DISTINCT q.lexemes, ' | ') FROM unnest(%s::regconfig[]) AS c(cfg), "
+            "LATERAL CAST(plainto_tsquery(c.cfg, u.w) AS text) AS q(lexemes) WHERE q.lexemes <> '') "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, i) "
+            "WHERE NOT EXISTS (SELECT 1 FROM unnest(%s::regconfig[]) AS s(cfg) WHERE length(to_tsvector(s.cfg, u.w)) = 0) "
+            "ORDER BY u.i",
+            [["simple", *dict.fromkeys(stop_configs)], words, stop_configs],
         )
-        return [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall() if row[0]]
 
 
-def _word_query(word: str) -> SearchQuery:
-    """One word as typed ('simple') or as any main language stems it, to meet the memory's own stemming."""
-    configs = ["simple", *dict.fromkeys(text_search_config(code) for code in KEYWORD_LANGUAGES)]
-    return reduce(or_, (SearchQuery(word, config=config) for config in configs))
-
-
-def _keyword_ids(*, base, words: list[str], limit: int) -> list[int]:
+def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[int]:
     """Memories holding every keyword; when none does, those holding any (by rank either way)."""
-    word_queries = [_word_query(w) for w in words]
-    for combined in (reduce(and_, word_queries), reduce(or_, word_queries)):
+    combinations = [" & ".join(f"({q})" for q in word_queries)]
+    if len(word_queries) > 1:
+        combinations.append(" | ".join(f"({q})" for q in word_queries))
+    for text in combinations:
+        # The lexemes are normalised already; 'simple' parses them back without changing them.
+        combined = SearchQuery(text, config="simple", search_type="raw")
         ids = list(
             base.filter(search_vector=combined)
             .annotate(rank=SearchRank(F("search_vector"), combined))
@@ -73,8 +74,6 @@ def _keyword_ids(*, base, words: list[str], limit: int) -> list[int]:
         )
         if ids:
             return ids
-        if len(word_queries) == 1:
-            break
     return []
 
 
@@ -100,12 +99,12 @@ def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDAT
     Superseded memories are included: an older version of a fact holds the same content. A request
     of only request and stop words ("please forget that") names nothing and finds nothing.
     """
-    words = _keywords(query)
-    if not words:
+    word_queries = _keyword_queries(query)
+    if not word_queries:
         return []  # "forget that" names nothing: the assistant must say what
     base = Memory.objects.visible_to(speaker=speaker, room=room)
     vector_ids = _vector_ids(base=base, query=query, embedder=active_embedder(), limit=limit)
-    keyword_ids = _keyword_ids(base=base, words=words, limit=limit)
+    keyword_ids = _keyword_ids(base=base, word_queries=word_queries, limit=limit)
     scores: dict[int, float] = {}
     for ranked in (vector_ids, keyword_ids):
         for rank, pk in enumerate(ranked):
