@@ -1,11 +1,11 @@
 """Forgetting: candidates, the confirmation token, tombstones, lifting blocks, and that it holds."""
 
 import hashlib
+import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conftest import one_hot
@@ -225,13 +225,29 @@ def test_visibility_is_checked_again_at_confirm_time(household):
     assert Memory.objects.filter(pk=key.pk).exists()
 
 
-def test_confirm_locks_the_request_row(household):
-    anna, _, kitchen, _ = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
-    with CaptureQueriesContext(connection) as queries:
-        forget_request_confirm(token=token, speaker=anna, confirm=True)
-    lookup = next(q["sql"] for q in queries if 'FROM "memories_forgetrequest"' in q["sql"])
-    assert "FOR UPDATE" in lookup
+@pytest.mark.django_db(transaction=True)
+def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_used():
+    MemoryFactory(content=KEY, language="de")
+    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=None, room=None)
+    outcome = {}
+
+    def second_confirmation():
+        try:
+            outcome["forgotten"] = len(forget_request_confirm(token=token, speaker=None, confirm=True))
+        except ApplicationError as exc:
+            outcome["error"] = exc.message
+        finally:
+            connection.close()
+
+    with transaction.atomic():  # a first confirmation, in progress
+        ForgetRequest.objects.update(used_at=timezone.now())  # locks the row until commit
+        racer = threading.Thread(target=second_confirmation)
+        racer.start()
+        racer.join(timeout=1)
+        assert racer.is_alive(), outcome  # it waits on the request's row lock
+    racer.join(timeout=10)
+    assert outcome == {"error": TOKEN_USED}
+    assert Memory.objects.count() == 1
 
 
 # Blocks
