@@ -109,6 +109,8 @@ def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDAT
     for ranked in (vector_ids, keyword_ids):
         for rank, pk in enumerate(ranked):
             scores[pk] = scores.get(pk, 0.0) + 1 / (RRF_K + rank + 1)
-    best = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
+    # Ties (one path's first against the other's first) go to meaning: shared words are the weaker sign.
+    order = {pk: rank for rank, pk in enumerate([*vector_ids, *[pk for pk in keyword_ids if pk not in vector_ids]])}
+    best = sorted(scores, key=lambda pk: (-scores[pk], order[pk]))[:limit]
     memories = Memory.objects.defer("embedding", "search_vector").in_bulk(best)
     return [memories[pk] for pk in best if pk in memories]
