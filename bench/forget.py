@@ -63,7 +63,7 @@ def main() -> None:
 
     from pgvector.django import CosineDistance
 
-    from memories.models import Memory, Provenance, Source
+    from memories.models import Memory, Provenance, Source, Tombstone
     from memories.selectors.forget import forget_candidates
     from memories.selectors.tombstones import tombstone_hits
     from memories.services.embeddings import active_embedder
@@ -131,9 +131,7 @@ def main() -> None:
     row("forget_request_create", create_ms)
     row("forget_request_confirm", confirm_ms)
 
-    from memories.models import Tombstone
-
-    probes = [s for s in sentences[-100:]]
+    probes = sentences[-100:]
     probe_vectors = embedder.embed_documents(probes)
     with_tombstones, none = [], []
     tombstones = Tombstone.objects.count()
