@@ -1,10 +1,47 @@
-"""Forgetting: delete the content, keep a text-less tombstone that blocks its return."""
+"""Forgetting: delete the content, keep a text-less tombstone that blocks its return.
+
+The conversational flow has two steps: ``forget_request_create`` finds candidates and hands out a
+short-lived single-use token (only its SHA-256 is stored, with the speaker, room and candidate ids;
+never the request's or the memories' text); ``forget_request_confirm`` redeems it.
+"""
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.utils import timezone
 
-from memories.models import AuditAction, Memory, Tombstone
+from justai_memory.errors import ApplicationError
+from memories.models import AuditAction, ForgetRequest, Memory, Tombstone
+from memories.selectors.forget import forget_candidates
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
+
+logger = logging.getLogger(__name__)
+
+FORGET_TOKEN_TTL = timedelta(minutes=10)
+# Spent and expired requests are kept a while so a late call hears "expired"/"used", not "unknown".
+FORGET_REQUEST_KEEP = timedelta(days=1)
+MAX_TOKEN_CHARS = 200
+
+CONFIRM_REQUIRED = "Nothing was forgotten: 'confirm' must be true once the speaker said yes."
+TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget first."
+TOKEN_FOREIGN = "This confirmation token was issued to another speaker."
+TOKEN_USED = "This confirmation token was already used."
+TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."
+IDS_EMPTY = "'memory_ids' must not be empty: leave it out to forget every candidate."
+IDS_OUTSIDE = "'memory_ids' may only name candidates of this confirmation token: {ids} are not."
+
+
+def _actor(person) -> str:
+    return f"person:{person.pk}" if person is not None else "tool"
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @transaction.atomic
@@ -36,3 +73,86 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
     Memory.objects.filter(pk__in=ids).delete()
     audit_record(memory_ids=ids, action=AuditAction.FORGOTTEN, actor=actor)
     return tombstones
+
+
+@transaction.atomic
+def forget_request_create(*, query: str, speaker, room) -> tuple[str | None, datetime | None, list[Memory]]:
+    """Find what ``speaker`` in ``room`` may forget and issue a 10-minute single-use token bound to them and the ids.
+
+    Stores only the token's hash, the speaker, the room and the candidate ids. With no candidates
+    there is nothing to confirm: returns ``(None, None, [])`` and stores nothing.
+    """
+    now = timezone.now()
+    ForgetRequest.objects.filter(expires_at__lt=now - FORGET_REQUEST_KEEP).delete()
+    candidates = forget_candidates(query=query, speaker=speaker, room=room)
+    if not candidates:
+        return None, None, []
+    token = secrets.token_urlsafe(32)
+    request = ForgetRequest.objects.create(
+        token_hash=_token_hash(token),
+        speaker=speaker,
+        room=room,
+        candidate_ids=[m.pk for m in candidates],
+        created_at=now,
+        expires_at=now + FORGET_TOKEN_TTL,
+    )
+    logger.info("forget request %s: %d candidates", request.pk, len(candidates))
+    return token, request.expires_at, candidates
+
+
+@transaction.atomic
+def forget_request_confirm(
+    *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
+) -> list[Tombstone]:
+    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees.
+
+    Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
+    true, the token is unknown, issued to another speaker, used or expired, or an id is not a candidate.
+    """
+    if confirm is not True:
+        raise ApplicationError(CONFIRM_REQUIRED, field="confirm")
+    if not isinstance(token, str) or not token or len(token) > MAX_TOKEN_CHARS:
+        raise ApplicationError(TOKEN_UNKNOWN, field="token")
+    request = ForgetRequest.objects.select_for_update().filter(token_hash=_token_hash(token)).first()
+    if request is None:
+        raise ApplicationError(TOKEN_UNKNOWN, field="token")
+    if request.speaker_id != (speaker.pk if speaker is not None else None):
+        raise ApplicationError(TOKEN_FOREIGN, field="speaker_id", status=403)
+    if request.used_at is not None:
+        raise ApplicationError(TOKEN_USED, field="token", status=409)
+    now = timezone.now()
+    if request.expires_at <= now:
+        raise ApplicationError(TOKEN_EXPIRED, field="token", status=410)
+    if memory_ids is None:
+        chosen = list(request.candidate_ids)
+    else:
+        chosen = list(dict.fromkeys(memory_ids))
+        if not chosen:
+            raise ApplicationError(IDS_EMPTY, field="memory_ids")
+        outside = [pk for pk in chosen if pk not in request.candidate_ids]
+        if outside:
+            raise ApplicationError(IDS_OUTSIDE.format(ids=", ".join(map(str, outside))), field="memory_ids")
+    request.used_at = now
+    request.save(update_fields=["used_at"])
+    # Visibility again, now: a memory may have changed scope or gone since the candidates were found.
+    visible = list(
+        Memory.objects.visible_to(speaker=request.speaker, room=request.room)
+        .filter(pk__in=chosen)
+        .values_list("pk", flat=True)
+    )
+    tombstones = memories_forget(memory_ids=visible, actor=_actor(speaker), by_person=speaker)
+    logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
+    return tombstones
+
+
+@transaction.atomic
+def tombstone_lift(*, tombstone_ids: Iterable[int], actor: str) -> int:
+    """Delete these forget blocks, so their content may be stored again; audits 'block_lifted' per memory id."""
+    tombstones = Tombstone.objects.select_for_update().filter(pk__in=list(tombstone_ids))
+    memory_ids = [pk or 0 for pk in tombstones.values_list("memory_id", flat=True)]
+    if not memory_ids:
+        return 0
+    deleted, _ = tombstones.delete()
+    audit_record(memory_ids=memory_ids, action=AuditAction.BLOCK_LIFTED, actor=actor)
+    logger.info("lifted %d forget blocks (%s)", deleted, actor)
+    return deleted

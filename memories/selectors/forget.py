@@ -1,0 +1,116 @@
+"""Which memories a "forget …" request means: vector and keyword matches among what the speaker may see."""
+
+import re
+
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
+from django.db.models import F
+from pgvector.django import CosineDistance
+
+from memories.embedders import Embedder
+from memories.languages import text_search_config
+from memories.models import Memory
+from memories.services.embeddings import active_embedder
+
+FORGET_CANDIDATES_MAX = 5
+# A vector hit far below the best one is noise, not what the speaker meant ("forget the gate code"
+# should not offer every memory that shares a few words). Keyword hits are not affected.
+VECTOR_MARGIN = 0.2
+# Reciprocal rank fusion constant (the usual 60): rank matters, raw scores of the two paths are not comparable.
+RRF_K = 60
+MAX_KEYWORDS = 12
+# The household's main languages: a word that is a stop word in any of them says nothing about what to forget.
+KEYWORD_LANGUAGES = ("de", "en", "it", "es", "fr")
+# Words that ask to forget rather than say what; they would match any memory that happens to contain them.
+REQUEST_WORDS = frozenset(
+    """
+    forget forgets forgotten please delete erase remove memory memories
+    vergiss vergesst vergessen bitte lösch lösche löschen entferne entfernen erinnerung
+    dimentica dimenticare dimenticati favore cancella cancellare ricordo
+    olvida olvidar olvídate favor borra borrar recuerdo
+    oublie oublier oubliez plaît efface effacer supprime supprimer souvenir
+    """.split()
+)
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _keyword_queries(query: str) -> list[str]:
+    """Per word that says what to forget, a tsquery (as text) matching it as typed or as any main language stems it.
+
+    Request words and stop words of the main languages are dropped (PostgreSQL's own stop word lists:
+    a stop word yields an empty tsvector). One round trip; the stems meet each memory's own stemming.
+    """
+    words = [
+        w for w in dict.fromkeys(_WORD.findall(query.lower())) if w not in REQUEST_WORDS and (len(w) > 1 or w.isdigit())
+    ][:MAX_KEYWORDS]
+    if not words:
+        return []
+    stop_configs = [text_search_config(code) for code in KEYWORD_LANGUAGES]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT string_agg(DISTINCT q.lexemes, ' | ') FROM unnest(%s::regconfig[]) AS c(cfg), "
+            "LATERAL CAST(plainto_tsquery(c.cfg, u.w) AS text) AS q(lexemes) WHERE q.lexemes <> '') "
+            "FROM unnest(%s::text[]) WITH ORDINALITY AS u(w, i) "
+            "WHERE NOT EXISTS (SELECT 1 FROM unnest(%s::regconfig[]) AS s(cfg) WHERE length(to_tsvector(s.cfg, u.w)) = 0) "
+            "ORDER BY u.i",
+            [["simple", *dict.fromkeys(stop_configs)], words, stop_configs],
+        )
+        return [row[0] for row in cursor.fetchall() if row[0]]
+
+
+def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[int]:
+    """Memories holding every keyword; when none does, those holding any (by rank either way)."""
+    combinations = [" & ".join(f"({q})" for q in word_queries)]
+    if len(word_queries) > 1:
+        combinations.append(" | ".join(f"({q})" for q in word_queries))
+    for text in combinations:
+        # The lexemes are normalised already; 'simple' parses them back without changing them.
+        combined = SearchQuery(text, config="simple", search_type="raw")
+        ids = list(
+            base.filter(search_vector=combined)
+            .annotate(rank=SearchRank(F("search_vector"), combined))
+            .order_by("-rank", "-created_at")
+            .values_list("pk", flat=True)[:limit]
+        )
+        if ids:
+            return ids
+    return []
+
+
+def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[int]:
+    """Memories at least ``recall_min`` similar to the request and within VECTOR_MARGIN of the best, nearest first."""
+    vector = embedder.embed_query(query)
+    rows = list(
+        base.alias(distance=CosineDistance("embedding", vector))
+        .filter(distance__lte=1 - embedder.thresholds.recall_min)
+        .annotate(similarity=1 - CosineDistance("embedding", vector))
+        .order_by("distance")
+        .values_list("pk", "similarity")[:limit]
+    )
+    if not rows:
+        return []
+    best = rows[0][1]
+    return [pk for pk, similarity in rows if similarity >= best - VECTOR_MARGIN]
+
+
+def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDATES_MAX) -> list[Memory]:
+    """The memories visible to ``speaker`` in ``room`` that a forget request most likely means, best first.
+
+    Superseded memories are included: an older version of a fact holds the same content. A request
+    of only request and stop words ("please forget that") names nothing and finds nothing.
+    """
+    word_queries = _keyword_queries(query)
+    if not word_queries:
+        return []  # "forget that" names nothing: the assistant must say what
+    base = Memory.objects.visible_to(speaker=speaker, room=room)
+    vector_ids = _vector_ids(base=base, query=query, embedder=active_embedder(), limit=limit)
+    keyword_ids = _keyword_ids(base=base, word_queries=word_queries, limit=limit)
+    scores: dict[int, float] = {}
+    for ranked in (vector_ids, keyword_ids):
+        for rank, pk in enumerate(ranked):
+            scores[pk] = scores.get(pk, 0.0) + 1 / (RRF_K + rank + 1)
+    # Ties (one path's first against the other's first) go to meaning: shared words are the weaker sign.
+    order = {pk: rank for rank, pk in enumerate([*vector_ids, *[pk for pk in keyword_ids if pk not in vector_ids]])}
+    best = sorted(scores, key=lambda pk: (-scores[pk], order[pk]))[:limit]
+    memories = Memory.objects.defer("embedding", "search_vector").in_bulk(best)
+    return [memories[pk] for pk in best if pk in memories]

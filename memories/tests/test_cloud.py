@@ -1,0 +1,49 @@
+"""The cloud rule (memories.selectors.privacy): memories reach a cloud model only when the admin allowed it."""
+
+import pytest
+
+from memories.models import MemorySettings
+from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
+from transcripts.models import ModelLocation
+
+pytestmark = pytest.mark.django_db
+
+
+def test_by_default_memories_do_not_go_to_the_cloud():
+    assert MemorySettings.load().personal_memories_to_cloud is False
+    assert memories_allowed_for(model_location=ModelLocation.CLOUD) is False
+    assert memories_allowed_for(model_location=ModelLocation.LOCAL) is True
+
+
+def test_when_the_admin_allows_it_cloud_models_get_memories():
+    settings = MemorySettings.load()
+    settings.personal_memories_to_cloud = True
+    settings.save()
+    assert memories_allowed_for(model_location=ModelLocation.CLOUD) is True
+    assert memories_allowed_for(model_location=ModelLocation.LOCAL) is True
+
+
+def test_switching_it_off_again_takes_effect_at_once():
+    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    assert memories_allowed_for(model_location=ModelLocation.CLOUD) is True
+    MemorySettings.objects.filter(pk=1).update(personal_memories_to_cloud=False)
+    assert memories_allowed_for(model_location=ModelLocation.CLOUD) is False
+
+
+def test_the_withheld_reason_names_the_setting():
+    assert "personal_memories_to_cloud" in WITHHELD_FOR_CLOUD and "cloud" in WITHHELD_FOR_CLOUD
+
+
+def test_the_admin_can_switch_it(admin_client):
+    MemorySettings.load()
+    response = admin_client.post(
+        "/admin/memories/memorysettings/1/change/",
+        {
+            "personal_memories_to_cloud": "on",
+            "transcript_retention_days": 365,
+            "sighting_retention_days": 30,
+            "event_retention_days": 90,
+        },
+    )
+    assert response.status_code == 302, response.content[:2000]
+    assert memories_allowed_for(model_location=ModelLocation.CLOUD) is True

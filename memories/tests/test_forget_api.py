@@ -1,0 +1,166 @@
+"""The forget endpoints: memory.find_to_forget and memory.forget, with their 4xx answers."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memories.models import ForgetRequest, Memory, Scope, Tombstone
+from memories.tests.factories import MemoryFactory
+from people.tests.factories import PersonFactory, RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+FIND = "/internal/v1/memories/find_to_forget"
+FORGET = "/internal/v1/memories/forget"
+
+
+@pytest.fixture
+def home():
+    anna, ben, kitchen = PersonFactory(), PersonFactory(), RoomFactory()
+    key = MemoryFactory(content="Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.", language="de")
+    gate = MemoryFactory(content="Der Code für das Gartentor ist 4711.", language="de")
+    return anna, ben, kitchen, key, gate
+
+
+def find(api, query, room, speaker=None):
+    payload = {"query": query, "room_id": room.pk}
+    if speaker is not None:
+        payload["speaker_id"] = speaker.pk
+    return api.post(FIND, payload)
+
+
+def test_find_then_forget(api, home):
+    anna, _, kitchen, key, gate = home
+    response = find(api, "Bitte vergiss, wo der Ersatzschlüssel ist", kitchen, anna)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["candidates"][0] == {"id": key.pk, "content": key.content, "label": "confirmed", "scope": "shared"}
+    assert body["token"] and body["expires_at"]
+
+    response = api.post(
+        FORGET, {"token": body["token"], "confirm": True, "speaker_id": anna.pk, "memory_ids": [key.pk]}
+    )
+    assert response.status_code == 200
+    assert response.json() == {"forgotten": 1, "memory_ids": [key.pk]}
+    assert list(Memory.objects.values_list("pk", flat=True)) == [gate.pk]
+    assert Tombstone.objects.get().memory_id == key.pk
+
+
+def test_nothing_to_forget_gives_no_token(api, home):
+    _, _, kitchen, _, _ = home
+    response = find(api, "Vergiss meine Steuererklärung", kitchen)
+    assert response.status_code == 200
+    assert response.json() == {"token": None, "expires_at": None, "candidates": []}
+
+
+def test_a_private_memory_is_offered_only_to_its_owner(api, home):
+    anna, ben, kitchen, _, _ = home
+    secret = MemoryFactory(content="Meine Geheimnummer ist 2468.", language="de", scope=Scope.PRIVATE, owner=anna)
+    for speaker in (ben, None):
+        ids = [c["id"] for c in find(api, "Vergiss meine Geheimnummer 2468", kitchen, speaker).json()["candidates"]]
+        assert secret.pk not in ids
+    ids = [c["id"] for c in find(api, "Vergiss meine Geheimnummer 2468", kitchen, anna).json()["candidates"]]
+    assert ids[0] == secret.pk
+
+
+@pytest.mark.parametrize(
+    ("payload", "field", "status"),
+    [
+        ({"room_id": "ROOM"}, "query", 400),
+        ({"query": "", "room_id": "ROOM"}, "query", 400),
+        ({"query": "x" * 4001, "room_id": "ROOM"}, "query", 400),
+        ({"query": "Vergiss den Code"}, "room_id", 400),
+        ({"query": "Vergiss den Code", "room_id": 999999}, "room_id", 404),
+        ({"query": "Vergiss den Code", "room_id": "ROOM", "speaker_id": 999999}, "speaker_id", 404),
+        ({"query": "Vergiss den Code", "room_id": "ROOM", "speaker_id": "1"}, "speaker_id", 400),
+    ],
+)
+def test_find_rejects_bad_input(api, home, payload, field, status):
+    _, _, kitchen, _, _ = home
+    payload = {k: kitchen.pk if v == "ROOM" else v for k, v in payload.items()}
+    response = api.post(FIND, payload)
+    assert response.status_code == status
+    assert response.json()["field"] == field
+    assert not ForgetRequest.objects.exists()
+
+
+def _token(api, home, speaker=None):
+    _, _, kitchen, _, _ = home
+    return find(api, "Vergiss den Ersatzschlüssel", kitchen, speaker).json()["token"]
+
+
+def _expire():
+    past = timezone.now() - timedelta(minutes=20)
+    ForgetRequest.objects.update(created_at=past, expires_at=past + timedelta(minutes=10))
+
+
+@pytest.mark.parametrize(
+    ("case", "field", "status", "reason"),
+    [
+        ("confirm missing", "confirm", 400, "'confirm' must be true"),
+        ("confirm false", "confirm", 400, "'confirm' must be true"),
+        ("confirm as a string", "confirm", 400, "'confirm' must be true"),
+        ("token missing", "token", 400, "'token' is required"),
+        ("forged token", "token", 400, "Unknown confirmation token"),
+        ("expired token", "token", 410, "expired"),
+        ("reused token", "token", 409, "already used"),
+        ("foreign speaker", "speaker_id", 403, "another speaker"),
+        ("known speaker for an unknown speaker's token", "speaker_id", 403, "another speaker"),
+        ("id outside the candidates", "memory_ids", 400, "only name candidates"),
+        ("empty ids", "memory_ids", 400, "must not be empty"),
+        ("ids not a list", "memory_ids", 400, "must be a list"),
+        ("ids as strings", "memory_ids", 400, "must be a list"),
+    ],
+)
+def test_forget_rejects_bad_input_and_deletes_nothing(api, home, case, field, status, reason):
+    anna, ben, _, key, gate = home
+    token = _token(api, home, None if case.startswith("known speaker") else anna)
+    payload = {"token": token, "confirm": True, "speaker_id": anna.pk}
+    if case == "reused token":
+        assert api.post(FORGET, payload).status_code == 200
+        MemoryFactory(content=key.content, language="de")  # were it to run again, there would be something to delete
+    before = set(Memory.objects.values_list("pk", flat=True))
+    tombstones_before = Tombstone.objects.count()
+    match case:
+        case "confirm missing":
+            del payload["confirm"]
+        case "confirm false":
+            payload["confirm"] = False
+        case "confirm as a string":
+            payload["confirm"] = "true"
+        case "token missing":
+            del payload["token"]
+        case "forged token":
+            payload["token"] = token[::-1]
+        case "expired token":
+            _expire()
+        case "foreign speaker":
+            payload["speaker_id"] = ben.pk
+        case "id outside the candidates":
+            payload["memory_ids"] = [key.pk, gate.pk]
+        case "empty ids":
+            payload["memory_ids"] = []
+        case "ids not a list":
+            payload["memory_ids"] = key.pk
+        case "ids as strings":
+            payload["memory_ids"] = [str(key.pk)]
+    response = api.post(FORGET, payload)
+    assert response.status_code == status, response.json()
+    assert response.json()["field"] == field
+    assert reason in response.json()["error"]
+    assert set(Memory.objects.values_list("pk", flat=True)) == before
+    assert Tombstone.objects.count() == tombstones_before
+
+
+def test_an_unknown_speakers_token_works_for_an_unknown_speaker(api, home):
+    _, _, _, key, _ = home
+    response = api.post(FORGET, {"token": _token(api, home), "confirm": True})
+    assert response.status_code == 200 and response.json()["memory_ids"] == [key.pk]
+
+
+def test_the_endpoints_need_the_bearer_token_and_post(client, api, home):
+    _, _, kitchen, _, _ = home
+    assert client.post(FIND, {"query": "x", "room_id": kitchen.pk}, content_type="application/json").status_code == 401
+    assert client.post(FORGET, {"token": "x", "confirm": True}, content_type="application/json").status_code == 401
+    assert api.get(FIND).status_code == 405 and api.get(FORGET).status_code == 405
