@@ -122,10 +122,8 @@ class ScopeFormMixin:
         scope = cleaned.get("scope")
         if scope and scope != Scope.PRIVATE:
             cleaned["owner"] = None
-            self.instance.owner = None
         if scope and scope != Scope.ROOM:
             cleaned["room"] = None
-            self.instance.room = None
         return cleaned
 
 
