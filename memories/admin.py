@@ -182,18 +182,19 @@ class RecallPreviewForm(forms.Form):
 
 
 def recalled_row(item) -> dict:
-    """One recalled memory as the preview shows it (a model instance, or the API's dict)."""
+    """One recalled memory as the preview shows it: a Memory, a wrapper with ``.memory`` and ``.score``, or a dict."""
 
-    def get(name):
-        return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+    def get(source, name):
+        return source.get(name) if isinstance(source, dict) else getattr(source, name, None)
 
+    memory = get(item, "memory") or item
     return {
-        "id": get("id") or get("pk"),
-        "content": get("content"),
-        "label": get("label"),
-        "scope": get("scope"),
-        "language": get("language"),
-        "score": get("score"),
+        "id": get(memory, "id") or get(memory, "pk"),
+        "content": get(memory, "content"),
+        "label": get(memory, "label"),
+        "scope": get(memory, "scope"),
+        "language": get(memory, "language"),
+        "score": get(item, "score") if get(item, "score") is not None else get(memory, "score"),
     }
 
 
