@@ -1,0 +1,227 @@
+"""Admin writes on memories: editing one (re-embedded, re-checked for duplicates) and adding a note."""
+
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import transaction
+
+from justai_memory.errors import ApplicationError
+from memories.languages import LANGUAGE_CODE_REGEX
+from memories.matching import may_be_duplicates
+from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.services.audit import audit_record
+from memories.services.embeddings import active_embedder
+from memories.services.store import (
+    CONTENT_EMPTY,
+    CONTENT_TOO_LONG,
+    DUPLICATE_CANDIDATES,
+    LANGUAGE_INVALID,
+    MAX_CONTENT_CHARS,
+    MemoryDraft,
+    StoreOutcome,
+    StoreResult,
+    duplicate_candidates,
+    memory_store,
+)
+from people.models import Person, Room
+
+logger = logging.getLogger(__name__)
+
+NOTE_BLOCKED = (
+    "A forget block covers this note (tombstone {ids}). Lift the block under Tombstones first if it should "
+    "be remembered again."
+)
+
+
+class _Unchanged:
+    def __repr__(self):
+        return "UNCHANGED"
+
+
+UNCHANGED = _Unchanged()
+# The fields an admin may change (memory_edit's arguments); machine fields (counts, source, status) are not.
+EDITABLE_FIELDS = (
+    "content",
+    "kind",
+    "language",
+    "provenance",
+    "confidence",
+    "importance",
+    "scope",
+    "owner",
+    "room",
+    "about",
+    "subject",
+    "predicate",
+    "valid_at",
+)
+
+
+@dataclass
+class EditResult:
+    memory: Memory
+    changed: list[str] = field(default_factory=list)
+    merged_ids: list[int] = field(default_factory=list)
+
+
+def _fold_into(kept: Memory, other: Memory) -> None:
+    """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
+    if PROVENANCE_RANK[other.provenance] > PROVENANCE_RANK[kept.provenance]:
+        kept.provenance = other.provenance
+    kept.occurrences += other.occurrences
+    kept.access_count += other.access_count
+    if other.last_accessed_at and (not kept.last_accessed_at or other.last_accessed_at > kept.last_accessed_at):
+        kept.last_accessed_at = other.last_accessed_at
+    kept.confidence = max(kept.confidence, other.confidence)
+    kept.importance = max(kept.importance, other.importance)
+    kept.valid_at = min(kept.valid_at, other.valid_at)
+    kept.created_at = min(kept.created_at, other.created_at)
+    kept.subject = kept.subject or other.subject
+    kept.predicate = kept.predicate or other.predicate
+    kept.about = kept.about or other.about
+    # What the duplicate superseded now points to the memory that stays.
+    Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
+    other.delete()
+
+
+@transaction.atomic
+def memory_edit(
+    *,
+    memory: Memory,
+    actor: str,
+    content: str | _Unchanged = UNCHANGED,
+    kind: str | _Unchanged = UNCHANGED,
+    language: str | _Unchanged = UNCHANGED,
+    provenance: str | _Unchanged = UNCHANGED,
+    confidence: float | _Unchanged = UNCHANGED,
+    importance: float | _Unchanged = UNCHANGED,
+    scope: str | _Unchanged = UNCHANGED,
+    owner: Person | _Unchanged | None = UNCHANGED,
+    room: Room | _Unchanged | None = UNCHANGED,
+    about: Person | _Unchanged | None = UNCHANGED,
+    subject: str | _Unchanged = UNCHANGED,
+    predicate: str | _Unchanged = UNCHANGED,
+    valid_at: datetime | _Unchanged = UNCHANGED,
+) -> EditResult:
+    """Change an admin-editable field or several; re-embed when the text changed; fold in a duplicate; audit 'edited'.
+
+    A duplicate (same rule as ``memory_store``: same scope/owner/room, similarity at the embedder's
+    ``duplicate`` threshold, same numbers and dates) is merged into the edited memory, which keeps
+    the admin's text; its counts and dates are added, and it is audited as 'merged'.
+    """
+    given = {
+        "content": content,
+        "kind": kind,
+        "language": language,
+        "provenance": provenance,
+        "confidence": confidence,
+        "importance": importance,
+        "scope": scope,
+        "owner": owner,
+        "room": room,
+        "about": about,
+        "subject": subject,
+        "predicate": predicate,
+        "valid_at": valid_at,
+    }
+    changes = {name: value for name, value in given.items() if value is not UNCHANGED}
+    memory = Memory.objects.select_for_update().get(pk=memory.pk)
+    changed = [name for name, value in changes.items() if getattr(memory, name) != value]
+    if not changed:
+        return EditResult(memory=memory)
+    for name in changed:
+        setattr(memory, name, changes[name])
+
+    memory.content = (memory.content or "").strip()
+    if not memory.content:
+        raise ApplicationError(CONTENT_EMPTY, field="content")
+    if len(memory.content) > MAX_CONTENT_CHARS:
+        raise ApplicationError(CONTENT_TOO_LONG, field="content")
+    if not isinstance(memory.language, str) or not re.match(LANGUAGE_CODE_REGEX, memory.language):
+        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    memory.subject = memory.subject.strip().lower()
+    memory.predicate = memory.predicate.strip().lower()
+    if memory.scope != Scope.PRIVATE:
+        memory.owner = None
+    if memory.scope != Scope.ROOM:
+        memory.room = None
+    try:
+        memory.full_clean(exclude=["embedding", "search_vector"])
+    except ValidationError as exc:
+        field_name, errors = next(iter(exc.message_dict.items()))
+        raise ApplicationError(" ".join(errors), field=None if field_name == NON_FIELD_ERRORS else field_name) from exc
+
+    embedder = active_embedder()
+    if "content" in changed:
+        memory.embedding = embedder.embed_documents([memory.content])[0]
+
+    merged_ids: list[int] = []
+    if memory.status == Status.ACTIVE and {"content", "scope", "owner", "room"} & set(changed):
+        draft = MemoryDraft(
+            content=memory.content,
+            provenance=memory.provenance,
+            source=memory.source,
+            scope=memory.scope,
+            owner=memory.owner,
+            room=memory.room,
+        )
+        candidates = (
+            duplicate_candidates(
+                draft=draft, embedding=np.asarray(memory.embedding), threshold=embedder.thresholds.duplicate
+            )
+            .exclude(pk=memory.pk)[:DUPLICATE_CANDIDATES]
+            .select_for_update()
+        )
+        for other in candidates:
+            if may_be_duplicates(other.content, memory.content):
+                merged_ids.append(other.pk)
+                _fold_into(memory, other)
+                break
+    memory.save()
+    memory.refresh_from_db(fields=["search_vector"])
+    audit_record(memory_ids=[memory.pk], action=AuditAction.EDITED, actor=actor)
+    for other_id in merged_ids:
+        audit_record(memory_ids=[memory.pk], action=AuditAction.MERGED, actor=actor, related_memory_id=other_id)
+        audit_record(memory_ids=[other_id], action=AuditAction.MERGED, actor=actor, related_memory_id=memory.pk)
+    logger.info("memory %s edited by %s (fields %s, merged %s)", memory.pk, actor, ",".join(changed), merged_ids)
+    return EditResult(memory=memory, changed=changed, merged_ids=merged_ids)
+
+
+def memory_note_add(
+    *,
+    content: str,
+    actor: str,
+    language: str = "en",
+    scope: str = Scope.SHARED,
+    owner: Person | None = None,
+    room: Room | None = None,
+    about: Person | None = None,
+    importance: float = 0.5,
+    embedding: np.ndarray | None = None,
+) -> StoreResult:
+    """Store an admin's note (kind note, source admin, confirmed) through ``memory_store``; may merge into a duplicate.
+
+    Raises ApplicationError when a forget block covers it: an admin lifts a block explicitly, under Tombstones.
+    """
+    draft = MemoryDraft(
+        content=content,
+        provenance=Provenance.CONFIRMED,
+        source=Source.ADMIN,
+        kind=Kind.NOTE,
+        language=language,
+        scope=scope,
+        owner=owner,
+        room=room,
+        about=about,
+        source_ref=actor,
+        importance=importance,
+    )
+    result = memory_store(draft=draft, actor=actor, embedding=embedding)
+    if result.outcome == StoreOutcome.BLOCKED:
+        ids = ", ".join(f"#{pk}" for pk in result.blocking_tombstones)
+        raise ApplicationError(NOTE_BLOCKED.format(ids=ids), field="content", status=409)
+    return result

@@ -1,0 +1,171 @@
+"""The admin pages that call services built on other branches: recall preview, consolidation, extraction.
+
+Each test runs once its service is importable (after the lead merges the branches); until then it is
+skipped with the missing name as the reason.
+"""
+
+import importlib
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from django_q.models import OrmQ
+
+from justai_memory.errors import ApplicationError
+from memories.models import AuditEvent, ConsolidationRun, Memory, Scope
+from memories.tests.factories import MemoryFactory
+from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.admin import EXTRACT_JOB
+from transcripts.tests.factories import ConversationFactory, TurnFactory
+
+
+def missing(dotted: str) -> str | None:
+    """None when ``module.attribute`` can be imported, else what is missing."""
+    module, _, attribute = dotted.rpartition(".")
+    try:
+        if hasattr(importlib.import_module(module), attribute):
+            return None
+    except ImportError:
+        pass
+    return dotted
+
+
+RECALL = "memories.selectors.recall.memory_recall"
+CONSOLIDATE = "memories.services.consolidate.memories_consolidate"
+needs_recall = pytest.mark.skipif(bool(missing(RECALL)), reason=f"needs {RECALL} (recall branch)")
+needs_consolidate = pytest.mark.skipif(bool(missing(CONSOLIDATE)), reason=f"needs {CONSOLIDATE} (consolidation branch)")
+needs_extract = pytest.mark.skipif(bool(missing(EXTRACT_JOB)), reason=f"needs {EXTRACT_JOB} (extraction branch)")
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(
+        all(missing(name) for name in (RECALL, CONSOLIDATE, EXTRACT_JOB)),
+        reason=f"needs the services of the other branches: {RECALL}, {CONSOLIDATE}, {EXTRACT_JOB}",
+    ),
+]
+
+PREVIEW = reverse("admin:memories_memory_recall_preview")
+RUN = reverse("admin:memories_consolidationrun_run")
+
+
+@pytest.fixture
+def household():
+    anna, kitchen = PersonFactory(name="Anna"), RoomFactory(name="Kitchen")
+    return {
+        "anna": anna,
+        "kitchen": kitchen,
+        "shared": MemoryFactory(content="The spare key for the cellar is in the blue tin"),
+        "private": MemoryFactory(
+            content="Anna keeps her spare key in the blue tin too", scope=Scope.PRIVATE, owner=anna
+        ),
+        "room": MemoryFactory(content="The kitchen key is in the blue tin", scope=Scope.ROOM, room=kitchen),
+    }
+
+
+def preview(admin_client, *, query, room, speaker=None, conversation=None):
+    params = {"query": query, "room": room.pk, "speaker": speaker.pk if speaker else "", "limit": 10}
+    if conversation is not None:
+        params["conversation"] = conversation.pk
+    response = admin_client.get(PREVIEW, params)
+    assert response.status_code == 200
+    return response
+
+
+# --- recall preview: the API's code path ---------------------------------------------------------
+
+
+@needs_recall
+def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, household):
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
+    rows = response.context["rows"]
+    api_answer = api.post(
+        "/internal/v1/recall",
+        {"query": "blue tin key", "room_id": household["kitchen"].pk, "speaker_id": household["anna"].pk, "limit": 10},
+    ).json()
+    assert [row["id"] for row in rows] == [m["id"] for m in api_answer["memories"]]
+    assert household["private"].pk in [row["id"] for row in rows]
+    assert response.context["result"].prompt == api_answer["prompt"]
+    assert "blue tin" in response.content.decode()
+
+
+@needs_recall
+def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_client, household):
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"])
+    ids = [row["id"] for row in response.context["rows"]]
+    assert household["shared"].pk in ids and household["room"].pk in ids
+    assert household["private"].pk not in ids
+
+
+@needs_recall
+def test_the_preview_changes_nothing(admin_client, household):
+    events = AuditEvent.objects.count()
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
+    assert response.context["rows"]
+    assert set(Memory.objects.values_list("access_count", flat=True)) == {0}
+    assert Memory.objects.filter(last_accessed_at__isnull=False).count() == 0
+    assert AuditEvent.objects.count() == events
+
+
+@needs_recall
+def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_client, household):
+    conversation = ConversationFactory(room=household["kitchen"], model_location="cloud")
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], conversation=conversation)
+    assert response.context["result"].withheld and response.context["rows"] == []
+    assert 'id="recall-withheld"' in response.content.decode()
+
+
+# --- consolidation: the button --------------------------------------------------------------------
+
+
+@needs_consolidate
+def test_run_consolidation_now_reports_the_runs_stats(admin_client, admin_user):
+    MemoryFactory(content="The gate code is 4711")
+    MemoryFactory(content="The gate code is 4711")
+    response = admin_client.post(RUN, {"dry_run": "0"}, follow=True)
+    run = ConsolidationRun.objects.get()
+    assert (run.started_by, run.dry_run) == (f"admin:{admin_user.pk}", False)
+    html = response.content.decode()
+    assert f"Consolidation run #{run.pk}: merged {run.merged}, superseded {run.superseded}" in html
+
+
+@needs_consolidate
+def test_the_dry_run_button_changes_no_memory(admin_client):
+    MemoryFactory(content="The gate code is 4711")
+    MemoryFactory(content="The gate code is 4711")
+    response = admin_client.post(RUN, {"dry_run": "1"}, follow=True)
+    run = ConsolidationRun.objects.get()
+    assert run.dry_run and Memory.objects.count() == 2
+    assert f"Dry run #{run.pk}: would merge" in response.content.decode()
+
+
+@needs_consolidate
+def test_a_run_while_another_is_going_shows_the_error(admin_client, monkeypatch):
+    # Presentation only: the service's own tests hold the lock from a second connection.
+    def already_running(**kwargs):
+        raise ApplicationError("A consolidation run is already going.")
+
+    monkeypatch.setattr("memories.services.consolidate.memories_consolidate", already_running)
+    response = admin_client.post(RUN, {"dry_run": "0"}, follow=True)
+    messages = [(m.level_tag, m.message) for m in response.context["messages"]]
+    assert messages == [("error", "A consolidation run is already going.")]
+
+
+# --- extraction: the re-run action queues a job that exists ---------------------------------------
+
+
+@needs_extract
+def test_the_queued_re_run_is_the_real_extraction_job(admin_client, django_capture_on_commit_callbacks):
+    now = timezone.now()
+    conversation = ConversationFactory(started_at=now - timedelta(minutes=2), ended_at=now, extraction_status="failed")
+    TurnFactory(conversation=conversation, text="Hallo")  # under 15 characters: skipped, no LLM needed
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            reverse("admin:transcripts_conversation_changelist"),
+            {"action": "rerun_extraction", "_selected_action": [conversation.pk]},
+        )
+    task = OrmQ.objects.get().task
+    import_string(task["func"])(*task["args"])
+    conversation.refresh_from_db()
+    assert conversation.extraction_status == "skipped"

@@ -1,0 +1,143 @@
+"""memory_edit (re-embed, duplicate re-check, audit) and memory_note_add (a note through memory_store)."""
+
+import numpy as np
+import pytest
+
+from justai_memory.errors import ApplicationError
+from memories.embedders import get_embedder
+from memories.models import AuditEvent, Kind, Memory, Provenance, Scope, Source, Status
+from memories.services.edit import memory_edit, memory_note_add
+from memories.services.forget import memories_forget
+from memories.tests.factories import MemoryFactory
+from people.tests.factories import PersonFactory, RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def actions(memory_id):
+    return list(AuditEvent.objects.filter(memory_id=memory_id).order_by("id").values_list("action", flat=True))
+
+
+def test_editing_the_text_re_embeds_and_audits_edited():
+    memory = MemoryFactory(content="The cellar key is in the blue tin")
+    result = memory_edit(memory=memory, content="  The cellar key is in the red tin  ", actor="admin:1")
+    memory.refresh_from_db()
+    assert result.changed == ["content"] and memory.content == "The cellar key is in the red tin"
+    expected = get_embedder().embed_documents([memory.content])[0]
+    assert np.allclose(np.asarray(memory.embedding), expected, atol=1e-6)
+    assert actions(memory.pk) == ["edited"]
+    assert AuditEvent.objects.get(memory_id=memory.pk).actor == "admin:1"
+
+
+def test_an_edit_without_changes_writes_nothing():
+    memory = MemoryFactory(content="The cellar key is in the blue tin", importance=0.5)
+    result = memory_edit(memory=memory, content=memory.content, importance=0.5, actor="admin:1")
+    assert result.changed == [] and not AuditEvent.objects.exists()
+
+
+def test_changing_a_score_keeps_the_vector():
+    memory = MemoryFactory(content="The cellar key is in the blue tin")
+    before = np.asarray(memory.embedding)
+    memory_edit(memory=memory, importance=0.9, provenance=Provenance.CONFIRMED, actor="admin:1")
+    memory.refresh_from_db()
+    assert memory.importance == 0.9 and np.allclose(np.asarray(memory.embedding), before)
+
+
+def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one():
+    kept = MemoryFactory(content="The gate code is 4711 now", provenance=Provenance.INFERRED, access_count=2)
+    other = MemoryFactory(content="The gate code is 4711", provenance=Provenance.CONFIRMED, access_count=3)
+    older = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=other)
+
+    result = memory_edit(memory=kept, content="the gate code is 4711", actor="admin:7")
+
+    assert result.merged_ids == [other.pk]
+    assert not Memory.objects.filter(pk=other.pk).exists()
+    kept.refresh_from_db()
+    # The admin's text stays; the higher provenance, the counts and the successor link are merged in.
+    assert kept.content == "the gate code is 4711"
+    assert (kept.provenance, kept.access_count, kept.occurrences) == ("confirmed", 5, 2)
+    older.refresh_from_db()
+    assert older.superseded_by_id == kept.pk
+    assert actions(kept.pk) == ["edited", "merged"]
+    assert AuditEvent.objects.get(memory_id=other.pk).related_memory_id == kept.pk
+
+
+def test_different_numbers_are_not_merged_by_an_edit():
+    kept = MemoryFactory(content="The gate code is 4711 now")
+    other = MemoryFactory(content="The gate code is 4712")
+    result = memory_edit(memory=kept, content="The gate code is 4711", actor="admin:1")
+    assert result.merged_ids == [] and Memory.objects.filter(pk=other.pk).exists()
+
+
+def test_a_duplicate_in_another_scope_is_not_merged():
+    anna = PersonFactory()
+    private = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
+    shared = MemoryFactory(content="Green tea is liked")
+    result = memory_edit(memory=shared, content="I like green tea", actor="admin:1")
+    assert result.merged_ids == [] and Memory.objects.filter(pk=private.pk).exists()
+
+
+def test_a_superseded_memory_is_never_merged_into():
+    newer = MemoryFactory(content="The gate code is 4711")
+    old = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=newer)
+    result = memory_edit(memory=old, content="The gate code is 4711", actor="admin:1")
+    assert result.merged_ids == [] and Memory.objects.count() == 2
+
+
+def test_switching_scope_clears_owner_and_room_and_needs_them():
+    anna, kitchen = PersonFactory(), RoomFactory()
+    memory = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
+    memory_edit(memory=memory, scope=Scope.ROOM, room=kitchen, actor="admin:1")
+    memory.refresh_from_db()
+    assert (memory.scope, memory.owner, memory.room) == ("room", None, kitchen)
+    with pytest.raises(ApplicationError) as error:
+        memory_edit(memory=memory, scope=Scope.PRIVATE, actor="admin:1")
+    assert "owner" in error.value.message.lower()
+    memory.refresh_from_db()
+    assert memory.scope == "room"
+
+
+@pytest.mark.parametrize(("content", "message"), [("   ", "must not be empty"), ("x" * 4001, "longer than")])
+def test_bad_text_is_refused_and_nothing_changes(content, message):
+    memory = MemoryFactory(content="The cellar key is in the blue tin")
+    with pytest.raises(ApplicationError, match=message):
+        memory_edit(memory=memory, content=content, actor="admin:1")
+    memory.refresh_from_db()
+    assert memory.content == "The cellar key is in the blue tin" and not AuditEvent.objects.exists()
+
+
+def test_a_bad_language_is_refused_with_the_field():
+    memory = MemoryFactory()
+    with pytest.raises(ApplicationError) as error:
+        memory_edit(memory=memory, language="German", actor="admin:1")
+    assert error.value.field == "language"
+
+
+def test_a_note_is_a_confirmed_admin_note_stored_through_memory_store():
+    kitchen = RoomFactory()
+    result = memory_note_add(
+        content="The router password is on the fridge", room=kitchen, scope=Scope.ROOM, actor="admin:3"
+    )
+    note = result.memory
+    assert (note.kind, note.source, note.provenance, note.source_ref) == (
+        Kind.NOTE,
+        Source.ADMIN,
+        Provenance.CONFIRMED,
+        "admin:3",
+    )
+    assert note.room == kitchen and actions(note.pk) == ["created"]
+
+
+def test_a_note_that_duplicates_a_memory_merges_into_it():
+    existing = MemoryFactory(content="The router password is on the fridge", provenance=Provenance.EXTRACTED)
+    result = memory_note_add(content="the router password is on the fridge", actor="admin:3")
+    assert result.outcome == "merged" and result.memory.pk == existing.pk
+    assert Memory.objects.get().provenance == "confirmed"
+
+
+def test_a_note_covered_by_a_forget_block_is_refused():
+    memory = MemoryFactory(content="The gate code is 4711")
+    memories_forget(memory_ids=[memory.pk], actor="test")
+    with pytest.raises(ApplicationError, match="forget block"):
+        memory_note_add(content="The gate code is 4711", actor="admin:3")
+    assert not Memory.objects.exists()

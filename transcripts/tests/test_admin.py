@@ -1,0 +1,104 @@
+"""The conversations admin: read-only turns, extraction status and stats, the re-run action."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+from django_q.models import OrmQ
+
+from people.tests.factories import PersonFactory
+from transcripts.admin import EXTRACT_JOB
+from transcripts.models import Conversation
+from transcripts.tests.factories import ConversationFactory, TurnFactory
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = reverse("admin:transcripts_conversation_changelist")
+
+
+def change_url(conversation):
+    return reverse("admin:transcripts_conversation_change", args=[conversation.pk])
+
+
+def ended_conversation(**fields):
+    now = timezone.now()
+    return ConversationFactory(started_at=now - timedelta(minutes=5), ended_at=now, **fields)
+
+
+def queued_tasks() -> list[tuple[str, tuple]]:
+    return [(q.task["func"], tuple(q.task["args"])) for q in OrmQ.objects.order_by("id")]
+
+
+def test_the_list_shows_turns_extraction_status_and_stats(admin_client):
+    conversation = ended_conversation(
+        speaker=None,
+        extraction_status="done",
+        extraction_stats={"stored": 3, "skipped_forgotten": 1, "model": "local"},
+    )
+    TurnFactory.create_batch(2, conversation=conversation)
+    response = admin_client.get(CHANGELIST)
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "skipped_forgotten 1, stored 3" in html and "unknown" in html
+    assert response.context["cl"].result_list[0].turn_count == 2
+
+
+def test_the_filters_narrow_the_list(admin_client):
+    open_one = ConversationFactory()
+    ended = ended_conversation(extraction_status="failed", model_location="cloud")
+    assert [c.pk for c in admin_client.get(CHANGELIST, {"ended": "no"}).context["cl"].result_list] == [open_one.pk]
+    for query in ({"ended": "yes"}, {"extraction_status__exact": "failed"}, {"model_location__exact": "cloud"}):
+        assert [c.pk for c in admin_client.get(CHANGELIST, query).context["cl"].result_list] == [ended.pk]
+
+
+def test_the_turns_are_shown_read_only_and_the_conversation_cannot_be_edited(admin_client):
+    anna = PersonFactory(name="Anna")
+    conversation = ended_conversation(speaker=anna, extraction_stats={"stored": 2})
+    TurnFactory(conversation=conversation, text="Merk dir: der Code ist 4711", speaker=anna)
+    response = admin_client.get(change_url(conversation))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Merk dir: der Code ist 4711" in html and "&quot;stored&quot;: 2" in html
+    assert 'name="turns-0-text"' not in html  # no input for a turn's text
+    assert not response.context["has_change_permission"]
+    response = admin_client.post(change_url(conversation), {"language": "it"})
+    assert response.status_code == 403
+    conversation.refresh_from_db()
+    assert conversation.language == "de"
+
+
+def test_rerun_extraction_queues_the_job_by_id_for_ended_conversations(
+    admin_client, django_capture_on_commit_callbacks
+):
+    ended = ended_conversation(extraction_status="failed")
+    still_open = ConversationFactory()
+    blocked = ended_conversation(extraction_blocked=True, extraction_status="blocked")
+    data = {"action": "rerun_extraction", "_selected_action": [ended.pk, still_open.pk, blocked.pk]}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(CHANGELIST, data, follow=True)
+
+    assert queued_tasks() == [(EXTRACT_JOB, (ended.pk,))]
+    html = response.content.decode()
+    assert f"Queued extraction for 1 conversation(s): #{ended.pk}" in html
+    assert f"still open: #{still_open.pk}" in html and f"speaker deleted (never extracted): #{blocked.pk}" in html
+
+
+def test_a_staff_user_without_the_change_permission_cannot_rerun_extraction(
+    client, django_user_model, django_capture_on_commit_callbacks
+):
+    user = django_user_model.objects.create_user(username="viewer", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_conversation"))
+    client.force_login(user)
+    conversation = ended_conversation()
+    assert "rerun_extraction" not in client.get(CHANGELIST).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(CHANGELIST, {"action": "rerun_extraction", "_selected_action": [conversation.pk]})
+    assert not OrmQ.objects.exists()
+
+
+def test_conversations_are_not_added_by_hand(admin_client):
+    assert admin_client.get(reverse("admin:transcripts_conversation_add")).status_code == 403
+    assert not Conversation.objects.exists()
