@@ -5,6 +5,7 @@ The dotted paths are stored in queued tasks and schedules (justai_memory/schedul
 
 import logging
 
+from transcripts.models import Conversation
 from transcripts.services.extraction import conversation_extract, conversations_extract_sweep
 from transcripts.services.retention import transcripts_purge
 
@@ -12,9 +13,12 @@ logger = logging.getLogger(__name__)
 
 
 def conversation_extract_job(conversation_id: int) -> str:
-    """memory.extract: extract one ended conversation; returns its extraction status ('busy' when another run has it)."""
+    """memory.extract: extract one ended conversation; returns its extraction status, 'busy' or 'gone'."""
     conversation = conversation_extract(conversation_id=conversation_id)
-    status = "busy" if conversation is None else conversation.extraction_status
+    if conversation is not None:
+        status = conversation.extraction_status
+    else:
+        status = "busy" if Conversation.objects.filter(pk=conversation_id).exists() else "gone"
     logger.info("memory.extract conversation=%s status=%s", conversation_id, status)
     return status
 
