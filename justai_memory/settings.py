@@ -128,6 +128,24 @@ FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)
 # Internal API: comma-separated bearer tokens. None configured = the API is closed.
 INTERNAL_API_TOKENS = [t for t in env.list("INTERNAL_API_TOKENS", default=[]) if t]
 
+# AI router: each role maps to an OpenAI-compatible provider (README, "AI router"). Empty values take
+# the provider preset's defaults (ollama, llamacpp, vllm, lmstudio, openai, gemini, custom).
+AI_ROLE_NAMES = ["memory"]
+AI_ROLES = {
+    role: {
+        field: env.str(f"AI_{role.upper()}_{field.upper()}", default="")
+        for field in ("provider", "base_url", "model", "api_key_env", "location", "response_format")
+    }
+    for role in AI_ROLE_NAMES
+}
+AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
+AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
+
+# Extraction after a conversation ends (transcripts.services.extraction).
+EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
+EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
+EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
+
 # django-q2 with the ORM broker: no Redis, schedules live in the database.
 Q_CLUSTER = {
     "name": "justai-memory",

@@ -4,17 +4,13 @@ import logging
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
 
 from memories.models import AuditAction, Memory, Scope
 from memories.services.audit import audit_record
 from people.models import Person
-from transcripts.models import Conversation, ExtractionStatus
+from transcripts.services.conversations import conversations_block_extraction
 
 logger = logging.getLogger(__name__)
-
-# Extraction that already ran (or was skipped) keeps its status as history; everything else is blocked.
-EXTRACTION_FINISHED = (ExtractionStatus.DONE, ExtractionStatus.SKIPPED)
 
 
 @dataclass
@@ -33,11 +29,7 @@ def person_delete(*, person: Person, actor: str) -> PersonDeletion:
     of others in which they had a turn are blocked too. Transcripts themselves are kept (retention).
     """
     person = Person.objects.select_for_update().get(pk=person.pk)
-    conversations = Conversation.objects.filter(Q(speaker=person) | Q(turns__speaker=person)).distinct()
-    conversation_ids = list(conversations.values_list("pk", flat=True))
-    blocked = Conversation.objects.filter(pk__in=conversation_ids)
-    blocked.update(extraction_blocked=True)
-    blocked.exclude(extraction_status__in=EXTRACTION_FINISHED).update(extraction_status=ExtractionStatus.BLOCKED)
+    conversations_blocked = conversations_block_extraction(person=person)
     private = Memory.objects.filter(scope=Scope.PRIVATE, owner=person)
     memory_ids = list(private.values_list("pk", flat=True))
     private.delete()
@@ -48,8 +40,8 @@ def person_delete(*, person: Person, actor: str) -> PersonDeletion:
         "person %s deleted: %d private memories, %d conversations blocked",
         person_id,
         len(memory_ids),
-        len(conversation_ids),
+        conversations_blocked,
     )
     return PersonDeletion(
-        person_id=person_id, private_memories_deleted=len(memory_ids), conversations_blocked=len(conversation_ids)
+        person_id=person_id, private_memories_deleted=len(memory_ids), conversations_blocked=conversations_blocked
     )

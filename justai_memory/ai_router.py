@@ -1,0 +1,179 @@
+"""The AI router: each role (``memory``, ...) maps to an OpenAI-compatible provider, local or cloud.
+
+One client (the ``openai`` SDK with a ``base_url``) covers Ollama, llama.cpp, vLLM, LM Studio
+(local) and OpenAI or Gemini's OpenAI-compatible endpoint (cloud). Settings come from the
+environment (``AI_<ROLE>_*``, see README "AI router"); presets fill in what is not set.
+"""
+
+import ipaddress
+import logging
+import os
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import openai
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
+
+LOCAL = "local"
+CLOUD = "cloud"
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+
+
+@dataclass(frozen=True)
+class Preset:
+    base_url: str
+    model: str
+    api_key_env: str
+    location: str
+
+
+# Defaults per provider name; every field can be overridden by AI_<ROLE>_<FIELD>.
+PRESETS = {
+    "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", "", LOCAL),
+    "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", "", LOCAL),
+    "vllm": Preset("http://127.0.0.1:8001/v1", "", "", LOCAL),
+    "lmstudio": Preset("http://127.0.0.1:1234/v1", "", "", LOCAL),
+    "openai": Preset("https://api.openai.com/v1", "gpt-4.1-mini", "OPENAI_API_KEY", CLOUD),
+    "gemini": Preset(
+        "https://generativelanguage.googleapis.com/v1beta/openai/", "gemini-2.5-flash", "GEMINI_API_KEY", CLOUD
+    ),
+    "custom": Preset("", "", "", ""),
+}
+# Host names that never leave the house: loopback, private addresses, single-label names
+# (a container such as "ollama"), and the local suffixes.
+LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
+
+UNKNOWN_ROLE = "No AI role '{role}' is configured (AI_ROLES)."
+UNKNOWN_PROVIDER = "AI_{ROLE}_PROVIDER '{provider}' is not one of: {choices}."
+MISSING_FIELD = "The AI role '{role}' needs {variable} (provider '{provider}' has no default)."
+BAD_LOCATION = "AI_{ROLE}_LOCATION must be 'local' or 'cloud', not '{value}'."
+BAD_RESPONSE_FORMAT = "AI_{ROLE}_RESPONSE_FORMAT must be one of: {choices}."
+MISSING_KEY = "The AI role '{role}' reads its API key from ${variable}, which is empty."
+
+
+class AIRouterError(Exception):
+    """The provider could not be reached or answered with an error. The message holds no prompt or answer text."""
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where one role's requests go."""
+
+    role: str
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str
+    location: str
+    response_format: str
+    timeout: float
+    max_retries: int
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.location == CLOUD
+
+    def api_key(self) -> str:
+        """The key from the environment variable named by the settings; local servers get a placeholder."""
+        if not self.api_key_env:
+            return "not-needed"  # the SDK insists on a key; Ollama and llama.cpp ignore it
+        key = os.environ.get(self.api_key_env, "")
+        if not key:
+            raise ImproperlyConfigured(MISSING_KEY.format(role=self.role, variable=self.api_key_env))
+        return key
+
+
+def location_of(base_url: str) -> str:
+    """'local' when the URL's host is loopback, private or a house-local name; otherwise 'cloud'."""
+    host = (urlparse(base_url).hostname or "").lower()
+    if not host:
+        return CLOUD
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return LOCAL if host == "localhost" or "." not in host or host.endswith(LOCAL_SUFFIXES) else CLOUD
+    return LOCAL if address.is_loopback or address.is_private or address.is_link_local else CLOUD
+
+
+def provider_for(role: str) -> Provider:
+    """The provider configured for ``role``; ImproperlyConfigured naming the variable when something is missing."""
+    try:
+        config = settings.AI_ROLES[role]
+    except KeyError:
+        raise ImproperlyConfigured(UNKNOWN_ROLE.format(role=role)) from None
+    upper = role.upper()
+    name = (config.get("provider") or "ollama").lower()
+    if name not in PRESETS:
+        raise ImproperlyConfigured(
+            UNKNOWN_PROVIDER.format(ROLE=upper, provider=name, choices=", ".join(PRESETS)),
+        )
+    preset = PRESETS[name]
+    base_url = config.get("base_url") or preset.base_url
+    model = config.get("model") or preset.model
+    for value, field in ((base_url, "BASE_URL"), (model, "MODEL")):
+        if not value:
+            raise ImproperlyConfigured(MISSING_FIELD.format(role=role, variable=f"AI_{upper}_{field}", provider=name))
+    location = (config.get("location") or preset.location or location_of(base_url)).lower()
+    if location not in (LOCAL, CLOUD):
+        raise ImproperlyConfigured(BAD_LOCATION.format(ROLE=upper, value=location))
+    response_format = (config.get("response_format") or "json_schema").lower()
+    if response_format not in RESPONSE_FORMATS:
+        raise ImproperlyConfigured(BAD_RESPONSE_FORMAT.format(ROLE=upper, choices=", ".join(RESPONSE_FORMATS)))
+    api_key_env = config.get("api_key_env") or preset.api_key_env
+    return Provider(
+        role=role,
+        name=name,
+        base_url=base_url,
+        model=model,
+        api_key_env=api_key_env,
+        location=location,
+        response_format=response_format,
+        timeout=float(config.get("timeout") or settings.AI_TIMEOUT),
+        max_retries=int(settings.AI_MAX_RETRIES if config.get("max_retries") is None else config["max_retries"]),
+    )
+
+
+def _response_format(provider: Provider, schema: dict | None, schema_name: str) -> dict | openai.Omit:
+    if schema is None or provider.response_format == "none":
+        return openai.omit
+    if provider.response_format == "json_object":
+        return {"type": "json_object"}
+    return {"type": "json_schema", "json_schema": {"name": schema_name, "schema": schema}}
+
+
+def chat_complete(
+    *, provider: Provider, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+) -> str:
+    """One chat completion (bounded retries and a timeout, by the SDK); returns the answer's text.
+
+    Raises AIRouterError with the error's class and HTTP status only, never the prompt or the answer.
+    """
+    client = openai.OpenAI(
+        base_url=provider.base_url,
+        api_key=provider.api_key(),
+        timeout=provider.timeout,
+        max_retries=provider.max_retries,
+    )
+    try:
+        completion = client.chat.completions.create(
+            model=provider.model,
+            messages=messages,
+            temperature=0,
+            response_format=_response_format(provider, schema, schema_name),
+        )
+    except openai.APIStatusError as exc:
+        raise AIRouterError(
+            f"{type(exc).__name__} (HTTP {exc.status_code}) from the '{provider.role}' provider"
+        ) from exc
+    except openai.OpenAIError as exc:
+        raise AIRouterError(f"{type(exc).__name__} from the '{provider.role}' provider") from exc
+    finally:
+        client.close()
+    choices = completion.choices or []
+    content = choices[0].message.content if choices else None
+    if not content:
+        raise AIRouterError(f"Empty answer from the '{provider.role}' provider")
+    return content

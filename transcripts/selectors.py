@@ -1,0 +1,75 @@
+"""Reads of the transcripts app: working memory, user text, extraction jobs that are still on their way."""
+
+import ast
+from datetime import datetime
+
+from django.db.models import Q, QuerySet, Sum
+from django.db.models.functions import Length, Trim
+from django_q.models import OrmQ, Schedule
+
+from transcripts.models import Conversation, ExtractionStatus, Role, Turn
+
+WORKING_MEMORY_TURNS = 30
+# The job's dotted path is stored in queued tasks and retry schedules: keep it stable.
+EXTRACT_JOB = "transcripts.jobs.conversation_extract_job"
+
+
+def working_memory(*, conversation: Conversation, limit: int = WORKING_MEMORY_TURNS) -> list[dict]:
+    """The last ``limit`` turns of the conversation, oldest first: ``{role, speaker_id, text, at}``."""
+    latest = list(
+        Turn.objects.filter(conversation=conversation)
+        .order_by("-created_at", "-id")
+        .values("role", "speaker_id", "text", "created_at")[:limit]
+    )
+    return [
+        {"role": t["role"], "speaker_id": t["speaker_id"], "text": t["text"], "at": t["created_at"]}
+        for t in reversed(latest)
+    ]
+
+
+def user_text_length(*, conversation: Conversation) -> int:
+    """Characters the users said in this conversation (each turn trimmed)."""
+    total = Turn.objects.filter(conversation=conversation, role=Role.USER).aggregate(n=Sum(Length(Trim("text"))))["n"]
+    return total or 0
+
+
+def transcript_turns(*, conversation: Conversation) -> QuerySet[Turn]:
+    """What the people and the assistant said, in order (system and tool messages left out)."""
+    return (
+        Turn.objects.filter(conversation=conversation, role__in=[Role.USER, Role.ASSISTANT])
+        .select_related("speaker")
+        .order_by("created_at", "id")
+    )
+
+
+def extraction_jobs_pending() -> set[int]:
+    """Conversation ids that have an extraction job in the queue (waiting or being worked on) or a retry scheduled.
+
+    The ORM broker keeps a task's row until it is acknowledged, so a job that a worker holds is
+    still listed here; a job whose worker died is re-delivered by django-q2 itself.
+    """
+    ids: set[int] = set()
+    for item in OrmQ.objects.only("payload"):
+        task = item.task
+        if task.get("func") == EXTRACT_JOB and task.get("args"):
+            ids.add(task["args"][0])
+    for args in Schedule.objects.filter(func=EXTRACT_JOB).exclude(repeats=0).values_list("args", flat=True):
+        try:
+            value = ast.literal_eval(args or "()")
+        except (SyntaxError, ValueError):
+            continue
+        ids.update(v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, int))
+    return ids
+
+
+def conversations_extraction_lost(*, ended_before: datetime, max_attempts: int) -> QuerySet[Conversation]:
+    """Ended conversations that should be on their way to extraction but have no job: queued, running, or failed with attempts left."""
+    return (
+        Conversation.objects.filter(ended_at__lt=ended_before)
+        .filter(
+            Q(extraction_status__in=[ExtractionStatus.QUEUED, ExtractionStatus.RUNNING])
+            | Q(extraction_status=ExtractionStatus.FAILED, extraction_attempts__lt=max_attempts)
+        )
+        .exclude(pk__in=extraction_jobs_pending())
+        .order_by("ended_at")
+    )

@@ -1,0 +1,99 @@
+"""Conversations: start, append turns, end (which queues the extraction once the end is committed)."""
+
+import functools
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from justai_memory.errors import ApplicationError
+from memories.languages import LANGUAGE_CODE_REGEX
+from transcripts.models import Conversation, ExtractionStatus, ModelLocation, Role, Turn
+from transcripts.services.extraction import conversation_extract_queue
+
+MAX_TURNS_PER_CALL = 100
+MAX_TURN_CHARS = 4000
+LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
+MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
+NO_TURNS = "'turns' must hold 1 to 100 turns."
+ROLE_INVALID = "'role' must be one of: user, assistant, system, tool."
+TEXT_EMPTY = "A turn's 'text' must not be empty."
+TEXT_TOO_LONG = f"A turn's 'text' is longer than {MAX_TURN_CHARS} characters."
+CONVERSATION_ENDED = "The conversation has ended; start a new one."
+
+
+@dataclass
+class TurnDraft:
+    role: str
+    text: str
+    speaker: object = None
+
+
+def conversation_start(*, room, language: str, model_location: str = ModelLocation.LOCAL, speaker=None) -> Conversation:
+    """Open a conversation in ``room``; ``speaker`` None means the speaker is unknown."""
+    if not isinstance(language, str) or not re.match(LANGUAGE_CODE_REGEX, language):
+        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    if model_location not in ModelLocation.values:
+        raise ApplicationError(MODEL_LOCATION_INVALID, field="model_location")
+    return Conversation.objects.create(room=room, speaker=speaker, language=language, model_location=model_location)
+
+
+@transaction.atomic
+def turns_append(*, conversation: Conversation, turns: list[TurnDraft]) -> list[Turn]:
+    """Append turns to an open conversation (all or none). A user turn without a speaker is the conversation's speaker's."""
+    if not 1 <= len(turns) <= MAX_TURNS_PER_CALL:
+        raise ApplicationError(NO_TURNS, field="turns")
+    locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if locked.ended_at is not None:
+        raise ApplicationError(CONVERSATION_ENDED, field="conversation", status=409)
+    rows = []
+    now = timezone.now()
+    for i, draft in enumerate(turns):
+        text = (draft.text or "").strip()
+        if draft.role not in Role.values:
+            raise ApplicationError(ROLE_INVALID, field=f"turns[{i}].role")
+        if not text:
+            raise ApplicationError(TEXT_EMPTY, field=f"turns[{i}].text")
+        if len(text) > MAX_TURN_CHARS:
+            raise ApplicationError(TEXT_TOO_LONG, field=f"turns[{i}].text")
+        speaker = draft.speaker
+        if speaker is None and draft.role == Role.USER:
+            speaker = locked.speaker
+        rows.append(Turn(conversation=locked, role=draft.role, text=text, speaker=speaker, created_at=now))
+    return Turn.objects.bulk_create(rows)
+
+
+@transaction.atomic
+def conversation_end(*, conversation: Conversation) -> Conversation:
+    """Mark the conversation ended and queue its extraction after commit. Ending twice changes nothing."""
+    locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if locked.ended_at is not None:
+        return locked
+    locked.ended_at = max(timezone.now(), locked.started_at)
+    locked.extraction_status = ExtractionStatus.QUEUED
+    locked.save(update_fields=["ended_at", "extraction_status"])
+    transaction.on_commit(functools.partial(conversation_extract_queue, conversation_id=locked.pk))
+    return locked
+
+
+@transaction.atomic
+def conversations_block_extraction(*, person) -> int:
+    """Never extract the conversations this person spoke in (call before deleting them: afterwards they look unknown).
+
+    Without this, a deleted speaker's conversations would be extracted as an unknown speaker's,
+    that is, as shared memories. Conversations of others in which they had a turn are blocked too.
+    Extraction that already ran (or was skipped) keeps its status as history; a running one sees
+    the flag when it takes the conversation's lock. Returns how many conversations were marked.
+    """
+    ids = list(
+        Conversation.objects.filter(Q(speaker=person) | Q(turns__speaker=person))
+        .values_list("pk", flat=True)
+        .distinct()
+    )
+    conversations = Conversation.objects.filter(pk__in=ids)
+    conversations.exclude(
+        extraction_status__in=[ExtractionStatus.DONE, ExtractionStatus.SKIPPED, ExtractionStatus.RUNNING]
+    ).update(extraction_status=ExtractionStatus.BLOCKED)
+    return conversations.update(extraction_blocked=True)

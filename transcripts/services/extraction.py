@@ -1,0 +1,368 @@
+"""Extraction (job ``memory.extract``): an ended conversation's facts, preferences and summary become memories.
+
+One LLM call (role ``memory`` of the AI router), a validated answer, and every item through
+``memory_store`` in one transaction: forget blocks drop items (``skipped_forgotten``) and then the
+summary is left out; duplicates merge. A run holds a Postgres advisory lock on the conversation,
+so parallel runs and retries do the work once; the conversation row is locked while its state changes.
+"""
+
+import functools
+import logging
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
+from django.utils import timezone
+from django_q.models import Schedule
+from django_q.tasks import async_task
+
+from justai_memory import ai_router
+from justai_memory.errors import ApplicationError
+from memories.models import Provenance, Scope, Source
+from memories.selectors.privacy import memories_allowed_for
+from memories.services.embeddings import active_embedder
+from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+from transcripts.models import Conversation, ExtractionStatus
+from transcripts.schemas import EXTRACTION_SCHEMA, ExtractedItem, Extraction, MalformedAnswer, extraction_parse
+from transcripts.selectors import (
+    EXTRACT_JOB,
+    conversations_extraction_lost,
+    transcript_turns,
+    user_text_length,
+)
+
+logger = logging.getLogger(__name__)
+
+ROLE = "memory"
+ACTOR = "job:memory.extract"
+MIN_USER_CHARS = 15
+MAX_TRANSCRIPT_CHARS = 24_000
+EXTRACT_LOCK_NAMESPACE = 7_311_002  # pg advisory lock (namespace, conversation id)
+RETRY_SCHEDULE = "memory.extract.retry:{id}"
+FINISHED = (ExtractionStatus.DONE, ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
+GAVE_UP = "gave up after {n} attempts"
+STORE_REJECTED = "the memory store rejected an item ({field})"
+LANGUAGE_NAMES = {"de": "German", "en": "English", "it": "Italian", "es": "Spanish", "fr": "French", "nl": "Dutch"}
+
+SYSTEM_PROMPT = """\
+You extract long-term memories for a household assistant from one conversation.
+Answer with JSON only, in exactly this shape:
+{{"facts": [ITEM, ...], "preferences": [ITEM, ...],
+  "summary": {{"content": "...", "language": "{code}", "scope": "shared", "importance": 0.3}}}}
+where ITEM is
+{{"content": "...", "language": "{code}", "subject": "...", "predicate": "...", "scope": "shared",
+  "confidence": 0.9, "importance": 0.5, "about_speaker": false}}
+
+Rules:
+- facts: lasting facts worth remembering (where things are, codes, appointments, names, relations,
+  household routines). preferences: likes, dislikes, habits, how someone wants to be treated.
+- Only what the people said or confirmed; not the assistant's own suggestions, not questions, not small talk.
+- Write every content as one self-contained sentence in {language} and set "language" to "{code}".
+  Name people instead of writing "I" or "you".
+- The conversation took place on {date} ({weekday}). Resolve every relative date or time ("today",
+  "tomorrow", "next Friday", "in two weeks", "morgen", "gestern") to an absolute date (YYYY-MM-DD)
+  against that date, and write the absolute date in the content.
+- scope: "private" for what is personal to the speaker, "room" for what only matters in the room
+  "{room}", otherwise "shared" (knowledge of the household).
+- about_speaker: true when the item is about the speaker themself.
+- subject and predicate: short lowercase keys for what the item is about and which of its
+  attributes it states (e.g. "cellar spare key" and "location"); empty strings when there are none.
+- confidence: how sure you are that it was meant (0 to 1); importance: how useful it will be later (0 to 1).
+- summary: what the conversation was about in 1 to 3 sentences in {language}; an empty content when
+  nothing happened worth remembering. Nothing to remember: empty lists.
+"""
+
+
+@dataclass
+class _Run:
+    """The claim of one run: what the LLM is asked, for whom."""
+
+    conversation: Conversation
+    provider: ai_router.Provider
+    stats: dict = field(default_factory=dict)
+
+
+def conversation_extract_queue(*, conversation_id: int) -> str:
+    """Queue the extraction job for a conversation (its id only); returns the task id."""
+    return async_task(
+        EXTRACT_JOB, conversation_id, task_name=f"memory.extract:{conversation_id}", group="memory.extract"
+    )
+
+
+@contextmanager
+def _run_lock(conversation_id: int):
+    """A session-level advisory lock per conversation: held by a live run, released when its connection dies."""
+    key = [EXTRACT_LOCK_NAMESPACE, conversation_id & 0x7FFFFFFF]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
+        acquired = cursor.fetchone()[0]
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+def _locked(conversation_id: int) -> Conversation | None:
+    return (
+        Conversation.objects.select_for_update(of=("self",))
+        .select_related("room", "speaker")
+        .filter(pk=conversation_id)
+        .order_by()
+        .first()
+    )
+
+
+def _finish(conversation: Conversation, status: str, *, stats: dict | None = None, error: str = "") -> Conversation:
+    conversation.extraction_status = status
+    conversation.extraction_error = error[:300]
+    fields = ["extraction_status", "extraction_error"]
+    if stats is not None:
+        conversation.extraction_stats = stats
+        fields.append("extraction_stats")
+    if status in FINISHED:
+        conversation.extracted_at = timezone.now()
+        fields.append("extracted_at")
+        Schedule.objects.filter(name=RETRY_SCHEDULE.format(id=conversation.pk)).delete()
+    conversation.save(update_fields=fields)
+    return conversation
+
+
+@transaction.atomic
+def _claim(conversation_id: int) -> tuple[Conversation | None, _Run | None]:
+    """Decide under the row lock whether this run calls the LLM; record every other outcome."""
+    conversation = _locked(conversation_id)
+    if conversation is None or conversation.extraction_status in FINISHED or conversation.ended_at is None:
+        return conversation, None
+    if conversation.extraction_blocked:
+        return _finish(conversation, ExtractionStatus.BLOCKED), None
+    user_chars = user_text_length(conversation=conversation)
+    if user_chars < MIN_USER_CHARS:
+        return _finish(conversation, ExtractionStatus.SKIPPED, stats={"user_chars": user_chars}), None
+    if conversation.extraction_attempts >= settings.EXTRACTION_MAX_ATTEMPTS:
+        reason = conversation.extraction_error or GAVE_UP.format(n=conversation.extraction_attempts)
+        return _finish(conversation, ExtractionStatus.FAILED, error=reason), None
+    try:
+        provider = ai_router.provider_for(ROLE)
+    except ImproperlyConfigured as exc:
+        conversation.extraction_attempts += 1
+        conversation.save(update_fields=["extraction_attempts"])
+        return _failed(conversation, str(exc)), None
+    if not memories_allowed_for(model_location=provider.location):
+        # Nothing leaves the house: the conversation waits, visibly, until a local model or the admin's consent.
+        return _finish(conversation, ExtractionStatus.WAITING_LOCAL), None
+    conversation.extraction_attempts += 1
+    conversation.extraction_status = ExtractionStatus.RUNNING
+    conversation.extraction_error = ""
+    conversation.save(update_fields=["extraction_attempts", "extraction_status", "extraction_error"])
+    return conversation, _Run(conversation=conversation, provider=provider, stats={"user_chars": user_chars})
+
+
+def _failed(conversation: Conversation, reason: str) -> Conversation:
+    """Record a failure (a text-free reason) and schedule a retry with backoff while attempts are left."""
+    _finish(conversation, ExtractionStatus.FAILED, error=reason)
+    attempts, limit = conversation.extraction_attempts, settings.EXTRACTION_MAX_ATTEMPTS
+    retry = Schedule.objects.filter(name=RETRY_SCHEDULE.format(id=conversation.pk))
+    if attempts >= limit:
+        retry.delete()
+    else:
+        delay = settings.EXTRACTION_RETRY_SECONDS * 2 ** max(attempts - 1, 0)
+        Schedule.objects.update_or_create(
+            name=RETRY_SCHEDULE.format(id=conversation.pk),
+            defaults={
+                "func": EXTRACT_JOB,
+                "args": repr((conversation.pk,)),
+                "schedule_type": Schedule.ONCE,
+                "repeats": -1,
+                "next_run": timezone.now() + timedelta(seconds=delay),
+            },
+        )
+    logger.warning("conversation %s: extraction failed (attempt %s of %s)", conversation.pk, attempts, limit)
+    return conversation
+
+
+@transaction.atomic
+def _fail(conversation_id: int, reason: str) -> Conversation | None:
+    conversation = _locked(conversation_id)
+    if conversation is None:
+        return None
+    return _failed(conversation, reason)
+
+
+def _prompt(conversation: Conversation) -> list[dict]:
+    """The system rules and the transcript, with the speaker, the room and the conversation's date."""
+    date = timezone.localtime(conversation.started_at).date()
+    code = conversation.language
+    speaker = conversation.speaker.name if conversation.speaker else "unknown"
+    system = SYSTEM_PROMPT.format(
+        code=code,
+        language=LANGUAGE_NAMES.get(code, f"the language with code '{code}'"),
+        date=date.isoformat(),
+        weekday=date.strftime("%A"),
+        room=conversation.room.name,
+    )
+    lines = []
+    for turn in transcript_turns(conversation=conversation):
+        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
+        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
+    transcript = "\n".join(lines)
+    if len(transcript) > MAX_TRANSCRIPT_CHARS:
+        # The end of a long conversation holds what was settled; keep that.
+        transcript = "[... earlier part left out ...]\n" + transcript[-MAX_TRANSCRIPT_CHARS:]
+    user = (
+        f'Conversation of {date.isoformat()} ({date:%A}) in the room "{conversation.room.name}".\n'
+        f"Speaker: {speaker}.\nLanguage: {code}.\n\nTranscript:\n{transcript}"
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _draft(item: ExtractedItem, conversation: Conversation) -> MemoryDraft:
+    """An extracted item as a memory draft: an unknown speaker's items are all shared."""
+    speaker = conversation.speaker
+    scope = item.scope if speaker is not None else Scope.SHARED
+    return MemoryDraft(
+        content=item.content,
+        provenance=Provenance.EXTRACTED,
+        source=Source.SESSION,
+        kind=item.kind,
+        language=item.language,
+        scope=scope,
+        owner=speaker if scope == Scope.PRIVATE else None,
+        room=conversation.room if scope == Scope.ROOM else None,
+        about=speaker if speaker is not None and item.about_speaker else None,
+        source_ref=f"conversation:{conversation.pk}",
+        subject=item.subject,
+        predicate=item.predicate,
+        confidence=item.confidence,
+        importance=item.importance,
+        valid_at=conversation.started_at,
+    )
+
+
+def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
+    """Store every item (batch-embedded once); a forget block drops the item and then the summary."""
+    embedder = active_embedder()
+    texts = [item.content for item in extraction.items]
+    if extraction.summary:
+        texts.append(extraction.summary.content)
+    vectors = embedder.embed_documents(texts) if texts else []
+    stats = {
+        "extracted": len(extraction.items),
+        "facts": 0,
+        "preferences": 0,
+        "created": 0,
+        "merged": 0,
+        "skipped_forgotten": 0,
+        "memory_ids": [],
+    }
+    for item, vector in zip(extraction.items, vectors, strict=False):
+        result = memory_store(draft=_draft(item, conversation), actor=ACTOR, embedding=vector, embedder=embedder)
+        if result.outcome == StoreOutcome.BLOCKED:
+            stats["skipped_forgotten"] += 1
+            continue
+        stats["facts" if item.kind == "fact" else "preferences"] += 1
+        stats[result.outcome] += 1
+        stats["memory_ids"].append(result.memory.pk)
+    if extraction.summary is None:
+        stats["summary"] = "none"
+    elif stats["skipped_forgotten"]:
+        # The summary would carry what was forgotten back in, in other words: leave it out.
+        stats["summary"] = "left_out"
+    else:
+        result = memory_store(
+            draft=_draft(extraction.summary, conversation), actor=ACTOR, embedding=vectors[-1], embedder=embedder
+        )
+        stats["summary"] = result.outcome
+        if result.outcome == StoreOutcome.BLOCKED:
+            stats["skipped_forgotten"] += 1
+        else:
+            stats[result.outcome] += 1
+            stats["memory_ids"].append(result.memory.pk)
+    return stats
+
+
+def _store(run: _Run, extraction: Extraction, llm_ms: int) -> Conversation | None:
+    """All items or none: one transaction, under the row lock."""
+    try:
+        with transaction.atomic():
+            conversation = _locked(run.conversation.pk)
+            if conversation is None:
+                return None
+            if conversation.extraction_blocked:
+                return _finish(conversation, ExtractionStatus.BLOCKED)
+            started = time.perf_counter()
+            stats = _store_all(conversation, extraction)
+            stats.update(
+                run.stats,
+                model=run.provider.model,
+                location=run.provider.location,
+                llm_ms=llm_ms,
+                store_ms=round((time.perf_counter() - started) * 1000),
+            )
+            return _finish(conversation, ExtractionStatus.DONE, stats=stats)
+    except ApplicationError as exc:
+        return _fail(run.conversation.pk, STORE_REJECTED.format(field=exc.field or "unknown"))
+    except ImproperlyConfigured as exc:  # e.g. the embedder does not match the database
+        return _fail(run.conversation.pk, str(exc))
+
+
+def conversation_extract(*, conversation_id: int) -> Conversation | None:
+    """Extract an ended conversation's memories once; None when another run holds it or it is gone.
+
+    Finished, blocked (its speaker was deleted) and short conversations are not sent; with a cloud
+    provider and ``personal_memories_to_cloud`` off it waits (``waiting_local``). A failed call or a
+    malformed answer is recorded with a text-free reason and retried with backoff; nothing is half-stored.
+    """
+    with _run_lock(conversation_id) as acquired:
+        if not acquired:
+            logger.info("conversation %s: extraction already running elsewhere", conversation_id)
+            return None
+        conversation, run = _claim(conversation_id)
+        if run is None:
+            return conversation
+        started = time.perf_counter()
+        try:
+            answer = ai_router.chat_complete(
+                provider=run.provider,
+                messages=_prompt(conversation),
+                schema=EXTRACTION_SCHEMA,
+                schema_name="memory_extraction",
+            )
+            extraction = extraction_parse(text=answer, language=conversation.language)
+        except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:
+            return _fail(conversation_id, str(exc))
+        result = _store(run, extraction, round((time.perf_counter() - started) * 1000))
+        if result is not None:
+            logger.info("conversation %s: extraction %s", conversation_id, result.extraction_status)
+        return result
+
+
+def conversations_extract_sweep(*, now=None) -> dict:
+    """Re-queue ended conversations whose job was lost, and the ones waiting for a local model once they may run."""
+    now = now or timezone.now()
+    lost = list(
+        conversations_extraction_lost(
+            ended_before=now - timedelta(minutes=settings.EXTRACTION_LOST_AFTER_MINUTES),
+            max_attempts=settings.EXTRACTION_MAX_ATTEMPTS,
+        ).values_list("pk", flat=True)
+    )
+    resumed: list[int] = []
+    try:
+        allowed = memories_allowed_for(model_location=ai_router.provider_for(ROLE).location)
+    except ImproperlyConfigured:
+        allowed = False
+    with transaction.atomic():
+        if allowed:
+            waiting = Conversation.objects.select_for_update().filter(extraction_status=ExtractionStatus.WAITING_LOCAL)
+            resumed = list(waiting.values_list("pk", flat=True))
+            Conversation.objects.filter(pk__in=resumed).update(extraction_status=ExtractionStatus.QUEUED)
+        for conversation_id in [*lost, *resumed]:
+            transaction.on_commit(functools.partial(conversation_extract_queue, conversation_id=conversation_id))
+    if lost or resumed:
+        logger.info("extraction sweep: %s lost job(s) re-queued, %s waiting resumed", len(lost), len(resumed))
+    return {"requeued": len(lost), "resumed": len(resumed)}

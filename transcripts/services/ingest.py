@@ -1,0 +1,66 @@
+"""What the house observes: sightings, events, and observed memories (provenance observed, source event)."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from justai_memory.errors import ApplicationError
+from memories.models import Kind, Provenance, Scope, Source
+from memories.services.store import MemoryDraft, StoreResult, memory_store
+from transcripts.models import Event, Sighting
+
+MAX_EVENT_KIND_CHARS = 64
+EVENT_KIND_INVALID = f"'kind' must be a non-empty string of at most {MAX_EVENT_KIND_CHARS} characters."
+PAYLOAD_INVALID = "'payload' must be a JSON object."
+
+
+def sighting_record(*, person, room, seen_at: datetime | None = None) -> Sighting:
+    """Record that ``person`` was seen in ``room`` (now, unless ``seen_at`` says when)."""
+    return Sighting.objects.create(person=person, room=room, seen_at=seen_at or timezone.now())
+
+
+def event_record(
+    *, kind: str, payload: dict | None = None, room=None, person=None, occurred_at: datetime | None = None
+) -> Event:
+    """Record a household event (from a sensor or an automation) with its JSON payload."""
+    if not isinstance(kind, str) or not kind.strip() or len(kind.strip()) > MAX_EVENT_KIND_CHARS:
+        raise ApplicationError(EVENT_KIND_INVALID, field="kind")
+    if payload is not None and not isinstance(payload, dict):
+        raise ApplicationError(PAYLOAD_INVALID, field="payload")
+    return Event.objects.create(
+        kind=kind.strip(), payload=payload or {}, room=room, person=person, occurred_at=occurred_at or timezone.now()
+    )
+
+
+@transaction.atomic
+def memory_observe(
+    *,
+    content: str,
+    language: str = "en",
+    event: Event | None = None,
+    kind: str = Kind.FACT,
+    scope: str = Scope.SHARED,
+    owner=None,
+    room=None,
+    about=None,
+    confidence: float = 1.0,
+    importance: float = 0.5,
+) -> StoreResult:
+    """Store what sensors observed (provenance observed, source event ``event:<id>``); forget blocks apply, duplicates merge."""
+    draft = MemoryDraft(
+        content=content,
+        provenance=Provenance.OBSERVED,
+        source=Source.EVENT,
+        kind=kind,
+        language=language,
+        scope=scope,
+        owner=owner,
+        room=room if room is not None else (event.room if event else None),
+        about=about,
+        source_ref=f"event:{event.pk}" if event else "",
+        confidence=confidence,
+        importance=importance,
+        valid_at=event.occurred_at if event else None,
+    )
+    return memory_store(draft=draft, actor=f"event:{event.pk}" if event else "event")

@@ -1,0 +1,405 @@
+"""Extraction end to end with a fake OpenAI-compatible server: what is stored, skipped, gated, failed, retried."""
+
+import json
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_q.models import Schedule
+
+from memories.models import Memory, MemorySettings, Provenance, Source
+from memories.services.forget import memories_forget
+from memories.services.store import MemoryDraft, memory_store
+from people.services import person_delete
+from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.models import Conversation, ExtractionStatus
+from transcripts.selectors import EXTRACT_JOB
+from transcripts.services.conversations import conversation_end
+from transcripts.services.extraction import (
+    RETRY_SCHEDULE,
+    conversation_extract,
+    conversation_extract_queue,
+    conversations_extract_sweep,
+)
+from transcripts.tests.conftest import memory_role, queued_tasks
+from transcripts.tests.factories import ConversationFactory, TurnFactory
+from transcripts.tests.fake_llm import extraction_answer
+
+pytestmark = pytest.mark.django_db
+
+KEY_FACT = "Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur."
+
+
+def talk(*user_texts, speaker=None, room=None, ended=True, **fields) -> Conversation:
+    """A conversation with these user turns (and an assistant answer after each)."""
+    conversation = ConversationFactory(speaker=speaker, room=room or RoomFactory(), **fields)
+    for text in user_texts:
+        TurnFactory(conversation=conversation, role="user", speaker=speaker, text=text)
+        TurnFactory(conversation=conversation, role="assistant", text="Alles klar.")
+    if ended:
+        Conversation.objects.filter(pk=conversation.pk).update(
+            ended_at=conversation.started_at + timedelta(minutes=2),
+            extraction_status=fields.get("extraction_status", ExtractionStatus.QUEUED),
+        )
+        conversation.refresh_from_db()
+    return conversation
+
+
+def extract(conversation) -> Conversation:
+    conversation_extract(conversation_id=conversation.pk)
+    conversation.refresh_from_db()
+    return conversation
+
+
+def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_commit_callbacks):
+    anna = PersonFactory(name="Anna")
+    room = RoomFactory(name="Küche")
+    started = api.post("/internal/v1/conversations", {"room_id": room.pk, "speaker_id": anna.pk, "language": "de"})
+    conversation_id = started.json()["id"]
+    Conversation.objects.filter(pk=conversation_id).update(started_at=datetime(2025, 3, 14, 9, 30, tzinfo=UTC))
+    api.post(
+        f"/internal/v1/conversations/{conversation_id}/turns",
+        {
+            "turns": [
+                {"role": "user", "text": "Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur."},
+                {"role": "assistant", "text": "Gut, ich merke es mir."},
+                {"role": "user", "text": "Morgen kommt übrigens der Schornsteinfeger. Und ich mag keinen Kaffee."},
+            ]
+        },
+    )
+    fake_llm.reply(
+        extraction_answer(
+            facts=[
+                {"content": KEY_FACT, "subject": "Ersatzschlüssel Keller", "predicate": "Ort", "importance": 0.8},
+                {"content": "Am 2025-03-15 kommt der Schornsteinfeger.", "confidence": 0.7},
+            ],
+            preferences=[{"content": "Anna mag keinen Kaffee.", "scope": "private", "about_speaker": True}],
+            summary="Anna erzählte vom Kellerschlüssel und vom Schornsteinfeger.",
+        )
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        ended = api.post(f"/internal/v1/conversations/{conversation_id}/end")
+    assert ended.json()["extraction_status"] == "queued"
+    assert run_jobs() == [(EXTRACT_JOB, (conversation_id,), "done")]
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    stats = conversation.extraction_stats
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
+    assert conversation.extracted_at is not None and conversation.extraction_error == ""
+    assert {k: stats[k] for k in ("facts", "preferences", "created", "merged", "skipped_forgotten", "summary")} == {
+        "facts": 2,
+        "preferences": 1,
+        "created": 4,
+        "merged": 0,
+        "skipped_forgotten": 0,
+        "summary": "created",
+    }
+    memories = {m.content: m for m in Memory.objects.all()}
+    assert set(stats["memory_ids"]) == {m.pk for m in memories.values()}
+    key = memories[KEY_FACT]
+    assert (key.kind, key.scope, key.owner, key.provenance, key.source) == (
+        "fact",
+        "shared",
+        None,
+        "extracted",
+        "session",
+    )
+    assert (key.source_ref, key.language, key.subject, key.predicate) == (
+        f"conversation:{conversation_id}",
+        "de",
+        "ersatzschlüssel keller",
+        "ort",
+    )
+    assert key.valid_at == datetime(2025, 3, 14, 9, 30, tzinfo=UTC) and key.importance == 0.8
+    coffee = memories["Anna mag keinen Kaffee."]
+    assert (coffee.kind, coffee.scope, coffee.owner, coffee.about) == ("preference", "private", anna, anna)
+    episode = memories["Anna erzählte vom Kellerschlüssel und vom Schornsteinfeger."]
+    assert (episode.kind, episode.scope) == ("episode", "shared")
+
+    (request,) = fake_llm.requests
+    assert request.body["model"] == "fake-model"
+    assert request.body["response_format"]["json_schema"]["name"] == "memory_extraction"
+    prompt = request.prompt
+    assert "2025-03-14 (Friday)" in prompt and "Speaker: Anna" in prompt and '"Küche"' in prompt
+    assert "Resolve every relative date" in prompt and "absolute date" in prompt
+    assert "in German" in prompt and '"language" to "de"' in prompt
+    assert "Morgen kommt übrigens der Schornsteinfeger" in prompt and "Gut, ich merke es mir." in prompt
+
+
+def test_an_unknown_speaker_makes_everything_shared(fake_llm):
+    conversation = talk("Ich mag keinen Kaffee und hier im Bad ist das Licht kaputt.")
+    fake_llm.reply(
+        extraction_answer(
+            facts=[{"content": "Im Bad ist das Licht kaputt.", "scope": "room"}],
+            preferences=[{"content": "Jemand mag keinen Kaffee.", "scope": "private", "about_speaker": True}],
+            summary="Jemand sprach über Kaffee.",
+        )
+    )
+    assert extract(conversation).extraction_status == "done"
+    assert Memory.objects.count() == 3
+    assert set(Memory.objects.values_list("scope", "owner", "room", "about")) == {("shared", None, None, None)}
+
+
+def test_a_known_speakers_room_hint_stays_in_the_room(fake_llm):
+    ben = PersonFactory()
+    conversation = talk("Der Lichtschalter hier ist links neben der Tür.", speaker=ben)
+    fake_llm.reply(
+        extraction_answer(facts=[{"content": "Der Lichtschalter ist links neben der Tür.", "scope": "room"}])
+    )
+    extract(conversation)
+    memory = Memory.objects.get()
+    assert (memory.scope, memory.room, memory.owner) == ("room", conversation.room, None)
+
+
+def test_a_short_conversation_is_skipped_without_asking_the_llm(fake_llm):
+    conversation = talk("Hallo!", "Danke.")  # 12 characters of user text; the assistant's turns do not count
+    conversation = extract(conversation)
+    assert conversation.extraction_status == "skipped" and conversation.extraction_stats == {"user_chars": 12}
+    assert fake_llm.requests == [] and not Memory.objects.exists()
+
+
+def test_fifteen_characters_are_enough(fake_llm):
+    assert extract(talk("Fünfzehn Zeich")).extraction_status == "skipped"  # 14
+    assert extract(talk("Fünfzehn Zeichen"[:15])).extraction_status == "done"
+
+
+def test_a_blocked_conversation_is_never_sent(fake_llm):
+    conversation = talk("Mein Passwort für das WLAN ist Sonnenblume.", extraction_blocked=True)
+    assert extract(conversation).extraction_status == "blocked"
+    assert fake_llm.requests == [] and not Memory.objects.exists()
+
+
+def test_a_deleted_speakers_conversations_never_become_shared_memories(fake_llm, run_jobs):
+    anna = PersonFactory()
+    done = talk("Ich mag grünen Tee am Morgen sehr gerne.", speaker=anna)
+    fake_llm.reply(extraction_answer(preferences=[{"content": "Anna mag grünen Tee.", "scope": "private"}]))
+    extract(done)
+    pending = talk("Mein Geheimversteck ist hinter dem Bücherregal.", speaker=anna)
+    still_open = talk("Das Passwort ist Sonnenblume, bitte merken.", speaker=anna, ended=False)
+
+    deletion = person_delete(person=anna, actor="test")  # her conversations now look like an unknown speaker's
+    assert (deletion.conversations_blocked, deletion.private_memories_deleted) == (3, 1)
+
+    assert not Memory.objects.exists()
+    assert extract(pending).extraction_status == "blocked"
+    still_open.refresh_from_db()
+    assert still_open.extraction_status == "blocked" and still_open.extraction_blocked
+    assert len(fake_llm.requests) == 1 and not Memory.objects.exists()
+
+
+def test_cloud_extraction_waits_until_the_admin_allows_it(
+    fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
+):
+    settings.AI_ROLES = {"memory": memory_role(fake_llm.base_url, location="cloud")}
+    conversation = extract(talk("Der Code für die Garage ist 1234, bitte merken."))
+    assert conversation.extraction_status == "waiting_local" and conversation.extraction_attempts == 0
+    assert fake_llm.requests == [] and not Memory.objects.exists()
+
+    assert conversations_extract_sweep() == {"requeued": 0, "resumed": 0}  # still not allowed: nothing moves
+    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    fake_llm.reply(extraction_answer(facts=["Der Code für die Garage ist 1234."]))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert conversations_extract_sweep() == {"requeued": 0, "resumed": 1}
+    assert run_jobs() == [(EXTRACT_JOB, (conversation.pk,), "done")]
+    assert len(fake_llm.requests) == 1 and Memory.objects.count() == 1
+
+
+def test_a_local_provider_runs_whatever_the_cloud_setting(fake_llm):
+    conversation = talk("Der Code für die Garage ist 1234, bitte merken.", model_location="cloud")
+    fake_llm.reply(extraction_answer(facts=["Der Code für die Garage ist 1234."]))
+    assert extract(conversation).extraction_status == "done"
+
+
+def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fake_llm, run_jobs, caplog):
+    conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
+    half_good = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
+    half_good["facts"][1]["confidence"] = 7
+    fake_llm.reply(json.dumps(half_good))
+    before = timezone.now()
+    with caplog.at_level(logging.INFO):
+        conversation = extract(conversation)
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
+    assert conversation.extraction_error == "answer.facts[1].confidence: above maximum 1"
+    assert not Memory.objects.exists()  # the good first item was not stored either
+    retry = Schedule.objects.get(name=RETRY_SCHEDULE.format(id=conversation.pk))
+    assert (retry.func, retry.args, retry.schedule_type) == (EXTRACT_JOB, f"({conversation.pk},)", Schedule.ONCE)
+    assert before + timedelta(seconds=110) < retry.next_run < before + timedelta(seconds=130)
+    assert "4711" not in caplog.text and "Haken" not in caplog.text
+
+    fake_llm.reply("Here are the facts: the code is 4711")  # second attempt: not even JSON
+    assert run_jobs(include_schedules=True) == [(EXTRACT_JOB, (conversation.pk,), "failed")]
+    conversation.refresh_from_db()
+    assert (conversation.extraction_error, conversation.extraction_attempts) == ("answer is not JSON", 2)
+    retry = Schedule.objects.get(name=RETRY_SCHEDULE.format(id=conversation.pk))
+    assert retry.next_run > timezone.now() + timedelta(seconds=230)  # the delay doubled
+
+    fake_llm.reply(extraction_answer(facts=["Der Schlüssel hängt am Haken."]))
+    assert run_jobs(include_schedules=True) == [(EXTRACT_JOB, (conversation.pk,), "done")]
+    conversation.refresh_from_db()
+    assert (conversation.extraction_status, conversation.extraction_error, conversation.extraction_attempts) == (
+        "done",
+        "",
+        3,
+    )
+    assert Memory.objects.count() == 1 and not Schedule.objects.exists()
+
+
+def test_after_the_last_attempt_it_stays_failed(fake_llm, settings):
+    settings.EXTRACTION_MAX_ATTEMPTS = 2
+    conversation = talk("Der Code für das Gartentor ist 4711, bitte merken.")
+    fake_llm.fail(500).fail(502)
+    assert extract(conversation).extraction_error == "InternalServerError (HTTP 500) from the 'memory' provider"
+    conversation = extract(conversation)
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 2)
+    assert "HTTP 502" in conversation.extraction_error and "scripted" not in conversation.extraction_error
+    assert not Schedule.objects.exists()
+    assert extract(conversation).extraction_attempts == 2 and len(fake_llm.requests) == 2  # no third call
+
+
+def test_a_misconfigured_role_is_a_recorded_failure(settings, fake_llm, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY", raising=False)
+    settings.AI_ROLES = {"memory": memory_role(fake_llm.base_url, api_key_env="NO_SUCH_KEY")}
+    conversation = extract(talk("Der Code für das Gartentor ist 4711, bitte merken."))
+    assert conversation.extraction_status == "failed" and "$NO_SUCH_KEY" in conversation.extraction_error
+    assert fake_llm.requests == []
+
+
+def test_running_it_twice_stores_nothing_twice(fake_llm):
+    conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
+    fake_llm.default = extraction_answer(facts=[KEY_FACT], summary="Es ging um den Kellerschlüssel.")
+    extract(conversation)
+    extract(conversation)
+    assert len(fake_llm.requests) == 1 and Memory.objects.count() == 2
+
+    # Even when an admin resets it, the store merges instead of duplicating.
+    Conversation.objects.filter(pk=conversation.pk).update(extraction_status=ExtractionStatus.QUEUED)
+    assert extract(conversation).extraction_stats["merged"] == 2
+    assert Memory.objects.count() == 2 and set(Memory.objects.values_list("occurrences", flat=True)) == {2}
+
+
+def test_a_confirmed_memory_is_not_downgraded_by_extraction(fake_llm):
+    remembered = memory_store(
+        draft=MemoryDraft(content=KEY_FACT, provenance=Provenance.CONFIRMED, source=Source.TOOL, language="de"),
+        actor="tool",
+    ).memory
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT]))
+    conversation = extract(talk("Bitte merk dir: der Ersatzschlüssel ist in der blauen Dose im Flur."))
+    assert conversation.extraction_stats["merged"] == 1
+    remembered.refresh_from_db()
+    assert (remembered.provenance, remembered.occurrences, Memory.objects.count()) == ("confirmed", 2, 1)
+
+
+def test_a_forgotten_fact_is_dropped_and_then_the_summary_left_out(fake_llm):
+    code = memory_store(
+        draft=MemoryDraft(
+            content="Der Code für das Gartentor ist 4711", provenance="confirmed", source="tool", language="de"
+        ),
+        actor="tool",
+    ).memory
+    memories_forget(memory_ids=[code.pk], actor="test")
+    conversation = talk("Merk dir: der Code für das Gartentor ist 4711. Und das Tor ist grün.")
+    fake_llm.reply(
+        extraction_answer(
+            facts=["Der Code für das Gartentor ist 4711", "Das Gartentor ist grün."],
+            summary="Es ging um den Code 4711 für das Gartentor.",
+        )
+    )
+    stats = extract(conversation).extraction_stats
+    assert (stats["skipped_forgotten"], stats["summary"], stats["created"]) == (1, "left_out", 1)
+    assert list(Memory.objects.values_list("content", flat=True)) == ["Das Gartentor ist grün."]
+
+
+def test_a_summary_alone_close_to_a_forgotten_item_is_dropped_too(fake_llm):
+    gone = memory_store(
+        draft=MemoryDraft(content="Es ging um den Code 4711.", provenance="extracted", source="session", language="de"),
+        actor="test",
+    ).memory
+    memories_forget(memory_ids=[gone.pk], actor="test")
+    fake_llm.reply(extraction_answer(facts=["Das Gartentor ist grün."], summary="Es ging um den Code 4711."))
+    stats = extract(talk("Das Gartentor ist übrigens grün gestrichen.")).extraction_stats
+    assert (stats["summary"], stats["skipped_forgotten"], stats["created"]) == ("blocked", 1, 1)
+
+
+def test_the_sweep_requeues_only_lost_jobs(fake_llm, run_jobs, settings, django_capture_on_commit_callbacks):
+    settings.EXTRACTION_LOST_AFTER_MINUTES = 10
+    long_ago = timezone.now() - timedelta(minutes=30)
+
+    def conversation(status, *, attempts=0, started=long_ago):
+        return talk(
+            "Der Ersatzschlüssel ist in der blauen Dose.",
+            started_at=started,
+            extraction_status=status,
+            extraction_attempts=attempts,
+        )
+
+    lost_queued = conversation("queued")
+    crashed = conversation("running", attempts=1)
+    failed_retry_lost = conversation("failed", attempts=1)
+    failed_retry_pending = conversation("failed", attempts=1)
+    Schedule.objects.create(
+        name=RETRY_SCHEDULE.format(id=failed_retry_pending.pk),
+        func=EXTRACT_JOB,
+        args=repr((failed_retry_pending.pk,)),
+        schedule_type=Schedule.ONCE,
+        next_run=timezone.now() + timedelta(minutes=5),
+    )
+    exhausted = conversation("failed", attempts=3)
+    just_ended = conversation("queued", started=timezone.now() - timedelta(minutes=3))  # ended a minute ago
+    in_queue = conversation("queued")
+    conversation_extract_queue(conversation_id=in_queue.pk)
+    for status in ("done", "skipped", "blocked"):
+        conversation(status)
+    waiting = conversation("waiting_local")  # the memory role is local now: it may run
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert conversations_extract_sweep() == {"requeued": 3, "resumed": 1}
+    queued_ids = sorted(task["args"][0] for task in queued_tasks())
+    assert queued_ids == sorted([lost_queued.pk, crashed.pk, failed_retry_lost.pk, in_queue.pk, waiting.pk])
+    assert {exhausted.pk, failed_retry_pending.pk, just_ended.pk}.isdisjoint(queued_ids)
+
+    results = dict((args[0], result) for _, args, result in run_jobs())
+    assert results == dict.fromkeys(queued_ids, "done")
+    crashed.refresh_from_db()
+    assert crashed.extraction_attempts == 2  # the crashed run counted
+    assert conversations_extract_sweep() == {"requeued": 0, "resumed": 0}
+
+
+def test_job_arguments_and_logs_carry_ids_only(fake_llm, run_jobs, caplog, django_capture_on_commit_callbacks):
+    conversation = talk("Der Code für das Gartentor ist 4711, bitte merken.", ended=False)
+    fake_llm.reply(extraction_answer(facts=["Der Code für das Gartentor ist 4711."], summary="Code 4711."))
+    with caplog.at_level(logging.DEBUG), django_capture_on_commit_callbacks(execute=True):
+        conversation_end(conversation=conversation)
+    with caplog.at_level(logging.DEBUG, logger="transcripts"):
+        run_jobs()
+    assert "4711" not in caplog.text and "Gartentor" not in caplog.text
+    assert f"conversation={conversation.pk} status=done" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_parallel_runs_do_the_work_once(fake_llm):
+    conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT], summary="Es ging um den Schlüssel."), delay=0.5)
+    barrier = threading.Barrier(2)
+    results = []
+
+    def run():
+        try:
+            barrier.wait()
+            outcome = conversation_extract(conversation_id=conversation.pk)
+            results.append(None if outcome is None else outcome.extraction_status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(results, key=str) == [None, "done"]  # the second run found the first one holding it
+    assert len(fake_llm.requests) == 1
+    assert Memory.objects.count() == 2 and set(Memory.objects.values_list("occurrences", flat=True)) == {1}
+    conversation.refresh_from_db()
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
