@@ -25,6 +25,7 @@ from memories.models import (
     Source,
     Tombstone,
 )
+from memories.selectors.nearest import nearest_memories
 from memories.selectors.tombstones import tombstone_hits
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
@@ -103,13 +104,19 @@ def _validate(draft: MemoryDraft) -> None:
 
 
 def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
-    """Active memories of the same scope/owner/room within ``threshold``, nearest first."""
+    """Active memories of the same scope/owner/room within ``threshold``, nearest first.
+
+    The nearest rows are found first and the threshold applied to them afterwards: a threshold in
+    the WHERE clause of an HNSW scan makes it walk the whole graph whenever there is no duplicate
+    (the usual case), and a small scope (one person's memories) needs an exact scan anyway.
+    """
+    scope = Memory.objects.active().filter(scope=draft.scope, owner=draft.owner, room=draft.room)
+    near = nearest_memories(candidates=scope, embedding=embedding, limit=DUPLICATE_CANDIDATES, min_similarity=threshold)
     return (
         Memory.objects.active()
-        .filter(scope=draft.scope, owner=draft.owner, room=draft.room)
+        .filter(pk__in=[pk for pk, _ in near])
         .alias(distance=CosineDistance("embedding", embedding))
-        .filter(distance__lte=1 - threshold)
-        .order_by("distance")
+        .order_by("distance", "pk")
     )
 
 
