@@ -2,8 +2,11 @@
 
 from django.urls import path
 
-from memories.views import health
+from memories.views import health, recall
 
 urlpatterns = [
     path("health", health.health, name="internal-health"),
+    path("tools", recall.tools, name="internal-tools"),
+    path("recall", recall.recall, name="internal-recall"),
+    path("memories/remember", recall.remember, name="internal-remember"),
 ]

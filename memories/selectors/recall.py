@@ -1,0 +1,292 @@
+"""Recall: what the assistant is told before every answer (hybrid search, the prompt block, working memory)."""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from django.conf.locale import LANG_INFO
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
+from django.db.models import F
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from justai_memory.errors import ApplicationError
+from memories.languages import text_search_config
+from memories.models import Memory
+from memories.selectors.nearest import nearest_memories
+from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
+from memories.services.embeddings import active_embedder
+from people.models import Person
+
+logger = logging.getLogger(__name__)
+
+MAX_LIMIT = 50
+MAX_QUERY_CHARS = 4000
+QUERY_EMPTY = "'query' must not be empty."
+QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
+LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
+CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
+
+WORKING_MEMORY_TURNS = 30
+ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    id: int
+    content: str
+    language: str
+    kind: str
+    label: str
+    provenance: str
+    scope: str
+    date: date
+    score: float  # cosine similarity to the query
+
+
+@dataclass(frozen=True)
+class WorkingTurn:
+    role: str
+    speaker_id: int | None
+    text: str
+    at: datetime
+
+
+@dataclass
+class RecallResult:
+    memories: list[RecalledMemory]
+    prompt: str
+    withheld: bool = False
+    withheld_reason: str = ""
+    working_memory: list[WorkingTurn] = field(default_factory=list)
+
+
+def working_memory(*, conversation) -> list[WorkingTurn]:
+    """The last 30 turns of a conversation, oldest first. Never stored as memories."""
+    turns = conversation.turns.order_by("-created_at", "-id")[:WORKING_MEMORY_TURNS]
+    return [
+        WorkingTurn(role=t.role, speaker_id=t.speaker_id, text=t.text, at=t.created_at)
+        for t in reversed(list(turns.only("role", "speaker_id", "text", "created_at")))
+    ]
+
+
+def recall_candidates(*, speaker, room):
+    """The memories recall may return: visible to this speaker in this room, and active."""
+    return Memory.objects.visible_to(speaker=speaker, room=room).active()
+
+
+def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``limit`` nearest candidates with similarity >= ``min_similarity``, nearest first."""
+    return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
+
+
+class LexemeQuery(SearchQuery):
+    """A tsquery given as text of already normalised lexemes (``'verteid' | '4711'``), cast as is."""
+
+    def as_sql(self, compiler, connection, function=None, template=None):
+        return super().as_sql(compiler, connection, template="%(expressions)s::tsquery")
+
+
+# The query's lexemes: its words stemmed in each language, plus the words as typed ('simple': names and
+# numbers such as 4711 match across languages) unless they are stop words of the query's language.
+QUERY_LEXEMES_SQL = """
+SELECT lexeme FROM (
+    SELECT unnest(tsvector_to_array(to_tsvector(config, %(query)s))) AS lexeme FROM unnest(%(configs)s::regconfig[]) config
+    UNION
+    SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', %(query)s))) word
+    WHERE NOT EXISTS (
+        SELECT 1 FROM unnest(%(configs)s::regconfig[]) config WHERE to_tsvector(config, word) = ''::tsvector
+    )
+) lexemes ORDER BY lexeme LIMIT %(max)s
+"""
+MAX_QUERY_LEXEMES = 64
+
+
+def keyword_query(*, query: str, languages: list[str]) -> LexemeQuery | None:
+    """Full-text query that matches any of the query's words (stemmed, or as typed); None when it has none.
+
+    Any word, not all: a question rarely repeats every word of the memory that answers it, and
+    ``ts_rank`` puts the memories that share the most words first.
+    """
+    configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
+    with connection.cursor() as cursor:
+        cursor.execute(QUERY_LEXEMES_SQL, {"query": query, "configs": configs, "max": MAX_QUERY_LEXEMES})
+        lexemes = [row[0] for row in cursor.fetchall()]
+    if not lexemes:
+        return None
+    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
+    return LexemeQuery(" | ".join(quoted))
+
+
+def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) -> list[tuple[int, bool]]:
+    """(id, in the query's language) of the best full-text matches among the candidates, best first (GIN index)."""
+    search = keyword_query(query=query, languages=languages)
+    if search is None:
+        return []
+    rows = (
+        candidates.filter(search_vector=search)
+        .annotate(rank=SearchRank(F("search_vector"), search))
+        .order_by("-rank", "-pk")
+        .values_list("pk", "language")[:limit]
+    )
+    return [(pk, language in languages) for pk, language in rows]
+
+
+def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> list[int]:
+    """Reciprocal rank fusion of the vector hits (ids, nearest first) and the keyword hits, cut to ``limit``.
+
+    Neither path loses its best hits to the cut: the top ceil(limit / 2) vector hits and the top
+    floor(limit / 2) keyword hits always stay in. A keyword hit in the query's language (matched on
+    stems) counts like a vector hit, so what both find rises. A keyword hit in another language can
+    only have matched words as typed (names, numbers): it supplements, after the ranked hits, but
+    does not reorder them (bench/retrieval.py: letting it vote costs cross-lingual hit@1 and hit@5).
+    """
+    scores: dict[int, float] = {}
+    for rank, pk in enumerate(vector, start=1):
+        scores[pk] = 1 / (RRF_K + rank)
+    for rank, (pk, in_query_language) in enumerate(keyword, start=1):
+        scores[pk] = scores.get(pk, 0.0) + (1 / (RRF_K + rank) if in_query_language else 0.0)
+    # Ties go to the vector hit, then to the better keyword rank: deterministic.
+    position: dict[int, int] = {}
+    for i, pk in enumerate([*vector, *(pk for pk, _ in keyword)]):
+        position.setdefault(pk, i)
+    order = sorted(scores, key=lambda pk: (-scores[pk], position[pk]))
+    kept = set(vector[: (limit + 1) // 2]) | {pk for pk, _ in keyword[: limit // 2]}
+    kept |= set([pk for pk in order if pk not in kept][: limit - len(kept)])
+    return [pk for pk in order if pk in kept]
+
+
+def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) -> list[tuple[int, float]]:
+    """(id, similarity) of the memories about a known speaker nearest to the query, leaving out ``exclude``."""
+    return nearest_memories(
+        candidates=candidates.filter(about=speaker).exclude(pk__in=exclude),
+        embedding=embedding,
+        limit=ABOUT_SPEAKER_MAX,
+    )
+
+
+def _query_languages(*, conversation, speaker) -> list[str]:
+    """The query's language: the conversation's, else the speaker's, else every language of the household."""
+    if conversation is not None:
+        return [conversation.language]
+    if speaker is not None:
+        return [speaker.preferred_language]
+    return sorted(set(Person.objects.values_list("preferred_language", flat=True))) or ["en"]
+
+
+def _language_name(code: str) -> str:
+    return LANG_INFO.get(code, {}).get("name", code)
+
+
+def _answer_instruction(language: str | None) -> str:
+    if language:
+        return f"Answer in the language of the current conversation: {_language_name(language)} ({language})."
+    return "Answer in the language of the current conversation."
+
+
+def prompt_block(*, memories: list[RecalledMemory], language: str | None) -> str:
+    """The block for the model: one line per memory with its origin label and date, then the language rule."""
+    if not memories:
+        return f"No long-term memories match this request.\n{_answer_instruction(language)}"
+    lines = [
+        "Long-term memories (the household's, in the language they were learned in). "
+        "Each line: [origin, date] memory. Origins: confirmed = said or confirmed explicitly; "
+        "observed = seen by sensors; from conversation = taken from an earlier conversation; "
+        "GUESS = a model's guess, may be wrong.",
+    ]
+    for memory in memories:
+        # One memory per line, whatever its text holds.
+        content = " ".join(memory.content.split())
+        lines.append(f"- [{memory.label}, {memory.date.isoformat()}] {content}")
+    lines.append(_answer_instruction(language))
+    return "\n".join(lines)
+
+
+def withheld_prompt(*, language: str | None) -> str:
+    return (
+        "Long-term memories were withheld: this conversation runs on a cloud model and the household "
+        "does not allow personal memories to reach cloud models. Do not claim to remember anything about "
+        "the household; if asked, say that memories are not shared with cloud models.\n"
+        f"{_answer_instruction(language)}"
+    )
+
+
+def memory_recall(
+    *, query: str, speaker, room, conversation=None, limit: int = 10, record_access: bool = True
+) -> RecallResult:
+    """Memories for the assistant's next answer, the prompt block and the working memory.
+
+    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (one
+    UPDATE) unless ``record_access`` is False (the admin's preview).
+    """
+    query = (query or "").strip()
+    if not query:
+        raise ApplicationError(QUERY_EMPTY, field="query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApplicationError(QUERY_TOO_LONG, field="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ApplicationError(LIMIT_INVALID, field="limit")
+    if conversation is not None and room is not None and conversation.room_id != room.pk:
+        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
+
+    turns = working_memory(conversation=conversation) if conversation is not None else []
+    language = conversation.language if conversation is not None else None
+    if conversation is not None and not memories_allowed_for(model_location=conversation.model_location):
+        return RecallResult(
+            memories=[],
+            prompt=withheld_prompt(language=language),
+            withheld=True,
+            withheld_reason=WITHHELD_FOR_CLOUD,
+            working_memory=turns,
+        )
+
+    embedder = active_embedder()
+    embedding = embedder.embed_query(query)
+    candidates = recall_candidates(speaker=speaker, room=room)
+    by_vector = vector_hits(
+        candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.recall_min
+    )
+    by_keyword = keyword_hits(
+        candidates=candidates,
+        query=query,
+        languages=_query_languages(conversation=conversation, speaker=speaker),
+        limit=limit,
+    )
+    ids = fuse([pk for pk, _ in by_vector], by_keyword, limit=limit)
+    if speaker is not None:
+        ids += [
+            pk for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
+        ]
+    memories = _load(ids=ids, embedding=embedding)
+    if record_access and memories:
+        Memory.objects.filter(pk__in=ids).update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+    return RecallResult(
+        memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
+    )
+
+
+def _load(*, ids: list[int], embedding) -> list[RecalledMemory]:
+    """The recalled memories in ``ids`` order, each with its similarity to the query."""
+    rows = (
+        Memory.objects.filter(pk__in=ids)
+        .annotate(similarity=1 - CosineDistance("embedding", embedding))
+        .only("pk", "content", "language", "kind", "provenance", "scope", "valid_at")
+    )
+    by_id = {m.pk: m for m in rows}
+    return [
+        RecalledMemory(
+            id=m.pk,
+            content=m.content,
+            language=m.language,
+            kind=m.kind,
+            label=m.label,
+            provenance=m.provenance,
+            scope=m.scope,
+            date=timezone.localdate(m.valid_at),
+            score=round(float(m.similarity), 4),
+        )
+        for m in (by_id.get(pk) for pk in ids)
+        if m is not None  # forgotten between the search and the load
+    ]
