@@ -6,7 +6,7 @@ from datetime import date, datetime
 
 from django.conf.locale import LANG_INFO
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -18,6 +18,7 @@ from memories.selectors.nearest import nearest_memories
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
 from people.models import Person
+from transcripts.models import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -65,10 +66,13 @@ class RecallResult:
 
 def working_memory(*, conversation) -> list[WorkingTurn]:
     """The last 30 turns of a conversation, oldest first. Never stored as memories."""
-    turns = conversation.turns.order_by("-created_at", "-id")[:WORKING_MEMORY_TURNS]
+    rows = (
+        Turn.objects.filter(conversation=conversation)
+        .order_by("-created_at", "-id")
+        .values_list("role", "speaker_id", "text", "created_at")[:WORKING_MEMORY_TURNS]
+    )
     return [
-        WorkingTurn(role=t.role, speaker_id=t.speaker_id, text=t.text, at=t.created_at)
-        for t in reversed(list(turns.only("role", "speaker_id", "text", "created_at")))
+        WorkingTurn(role=role, speaker_id=speaker, text=text, at=at) for role, speaker, text, at in reversed(list(rows))
     ]
 
 
@@ -261,10 +265,26 @@ def memory_recall(
         ]
     memories = _load(ids=ids, embedding=embedding)
     if record_access and memories:
-        Memory.objects.filter(pk__in=ids).update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+        _record_access(ids=[m.id for m in memories])
     return RecallResult(
         memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
     )
+
+
+def _record_access(*, ids: list[int]) -> None:
+    """Bump access_count and last_accessed_at of these memories, in one UPDATE.
+
+    On its own it commits asynchronously: a count lost in a crash does no harm, and recall does not
+    wait for the disk before every answer. Inside a caller's transaction it leaves the commit alone.
+    """
+    update = Memory.objects.filter(pk__in=ids)
+    if connection.in_atomic_block:
+        update.update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit = off")
+        update.update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
 
 
 def _load(*, ids: list[int], embedding) -> list[RecalledMemory]:
