@@ -308,16 +308,21 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
     candidates = recall_candidates(speaker=newcomer, room=attic)
     print(f"visible to the newcomer in the attic: {candidates.count()} rows; the vector query:")
     print(plan_lines(candidates.annotate(d=CosineDistance("embedding", query)).order_by("d").values("pk")[:10]))
+    from django.contrib.postgres.search import SearchRank
+    from django.db.models import F
+
     from memories.selectors.recall import keyword_query
 
-    search = keyword_query(query=questions["de"][0], languages=["de"])
+    match, rank = keyword_query(query=questions["de"][0], languages=["de"])
     print("the keyword query:")
-    print(plan_lines(candidates.filter(search_vector=search).values("pk")[:10]))
+    ranked = candidates.filter(search_vector=match).annotate(rank=SearchRank(F("search_vector"), rank))
+    print(plan_lines(ranked.order_by("-rank", "-pk").values("pk")[:10]))
 
     print("\n== k-rows check: shared and system memories deleted (rolled back), so few rows stay visible")
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM memories_memory WHERE scope IN ('shared', 'system')")
+            cursor.execute("ANALYZE memories_memory")  # the planner sees what is left (rolled back too)
         candidates = recall_candidates(speaker=newcomer, room=attic)
         k = candidates.count()
         plain = candidates.annotate(d=CosineDistance("embedding", query)).order_by("d").values_list("pk", flat=True)

