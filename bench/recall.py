@@ -296,6 +296,46 @@ def plan_lines(queryset) -> str:
     return "\n".join("    " + line for line in queryset.explain(analyze=True, buffers=True).splitlines())
 
 
+def explain(sql: str, params=None) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of a statement, vectors shortened."""
+    import re
+
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+        lines = [re.sub(r"'\[[-0-9.,e]+\]'", "'[...]'", row[0]) for row in cursor.fetchall()]
+    return "\n".join("    " + line for line in lines)
+
+
+def statements_of(call) -> list[str]:
+    """The SQL statements (parameters inlined by Django's log) that ``call()`` ran."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        call()
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def plans(*, speaker, room, conversation, question: str) -> None:
+    from memories.selectors.recall import memory_recall
+
+    print(f"\n== plans of one recall at full size (speaker {speaker.name}, {room.name}): {question!r}")
+    memory_recall(query=question, speaker=speaker, room=room, conversation=conversation, record_access=False)
+    sql = statements_of(
+        lambda: memory_recall(
+            query=question, speaker=speaker, room=room, conversation=conversation, record_access=False
+        )
+    )
+    names = {"vector (both plans, gated)": "UNION ALL", "keyword": "ts_rank", "about the speaker": "about_id"}
+    for name, marker in names.items():
+        statement = next((s for s in sql if marker in s and s.startswith(("SELECT", "("))), None)
+        if statement:
+            print(f"-- {name}")
+            print(explain(statement))
+
+
 def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
     from django.db import connection, transaction
     from pgvector.django import CosineDistance
@@ -303,57 +343,49 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
     from memories.selectors import nearest
     from memories.selectors.recall import memory_recall, recall_candidates
 
-    query = embedder.embed_query(questions["de"][0])
-    print("\n== plans at full size")
-    candidates = recall_candidates(speaker=newcomer, room=attic)
-    print(f"visible to the newcomer in the attic: {candidates.count()} rows; the vector query:")
-    print(plan_lines(candidates.annotate(d=CosineDistance("embedding", query)).order_by("d").values("pk")[:10]))
-    from django.contrib.postgres.search import SearchRank
-    from django.db.models import F
-
-    from memories.selectors.recall import keyword_query
-
-    match, rank = keyword_query(query=questions["de"][0], languages=["de"])
-    print("the keyword query:")
-    ranked = candidates.filter(search_vector=match).annotate(rank=SearchRank(F("search_vector"), rank))
-    print(plan_lines(ranked.order_by("-rank", "-pk").values("pk")[:10]))
-
+    question = questions["de"][0]
+    query = embedder.embed_query(question)
     print("\n== k-rows check: shared and system memories deleted (rolled back), so few rows stay visible")
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM memories_memory WHERE scope IN ('shared', 'system')")
-            cursor.execute("ANALYZE memories_memory")  # the planner sees what is left (rolled back too)
-        candidates = recall_candidates(speaker=newcomer, room=attic)
-        k = candidates.count()
-        plain = candidates.annotate(d=CosineDistance("embedding", query)).order_by("d").values_list("pk", flat=True)
-        with connection.cursor() as cursor:
             cursor.execute("SHOW hnsw.iterative_scan")
             mode = cursor.fetchone()[0]
             cursor.execute("SHOW hnsw.max_scan_tuples")
             max_tuples = cursor.fetchone()[0]
+        candidates = recall_candidates(speaker=newcomer, room=attic)
+        k = candidates.count()
+        print(f"k = {k} visible rows (the newcomer's private and the attic's room memories)")
+        # The planner's statistics still count the deleted rows (until ANALYZE below), so a plain query
+        # walks the HNSW graph, and the gate's probe has to scan the table.
+        plain = candidates.annotate(d=CosineDistance("embedding", query)).order_by("d").values_list("pk", flat=True)
         t0 = time.perf_counter()
         plain_rows = list(plain[:50])
         plain_ms = (time.perf_counter() - t0) * 1000
+        print(
+            f"plain HNSW query, LIMIT 50 (iterative_scan={mode}, max_scan_tuples={max_tuples}): "
+            f"{len(plain_rows)} rows in {plain_ms:.1f} ms"
+        )
         t0 = time.perf_counter()
         rows = nearest.nearest_memories(candidates=candidates, embedding=query, limit=50)
         ours_ms = (time.perf_counter() - t0) * 1000
-        recalled = memory_recall(query=questions["de"][0], speaker=newcomer, room=attic, limit=50, record_access=False)
-        print(f"k = {k} visible rows (newcomer's private + attic's room memories)")
         print(
-            f"plain HNSW query (iterative_scan={mode}, max_scan_tuples={max_tuples}): "
-            f"{len(plain_rows)} rows in {plain_ms:.1f} ms"
+            f"nearest_memories, limit 50 (exact below {nearest.EXACT_SCAN_BELOW} rows): {len(rows)} rows in {ours_ms:.1f} ms"
         )
-        print(f"nearest_memories (exact below {nearest.EXACT_SCAN_BELOW} rows): {len(rows)} rows in {ours_ms:.1f} ms")
-        print(f"memory_recall(limit=50) returned {len(recalled.memories)} (those above recall_min of the {k})")
+        recalled = memory_recall(query=question, speaker=newcomer, room=attic, limit=50, record_access=False)
+        print(f"memory_recall(limit=50): {len(recalled.memories)} memories (those of the {k} above recall_min)")
         print(f"k rows returned: {'yes' if len(rows) == k else 'NO'}")
         print("plan of the plain HNSW query:")
         print(plan_lines(plain[:50]))
-        from django.db.models import FloatField, Value
-        from django.db.models.expressions import ExpressionWrapper
-
-        exact = ExpressionWrapper(CosineDistance("embedding", query) + Value(0.0), output_field=FloatField())
-        print("plan of the exact scan nearest_memories uses for small sets:")
-        print(plan_lines(candidates.annotate(d=exact).order_by("d").values("pk")[:50]))
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memories_memory")  # now the planner knows how few rows are left
+        t0 = time.perf_counter()
+        rows = nearest.nearest_memories(candidates=candidates, embedding=query, limit=50)
+        ours_ms = (time.perf_counter() - t0) * 1000
+        print(f"after ANALYZE: nearest_memories, limit 50: {len(rows)} rows in {ours_ms:.1f} ms")
+        statement = statements_of(lambda: nearest.nearest_memories(candidates=candidates, embedding=query, limit=50))[0]
+        print("plan of nearest_memories' statement (the gate sends it to the exact branch):")
+        print(explain(statement))
         transaction.set_rollback(True)
 
 
@@ -369,6 +401,7 @@ def main() -> None:
     from django.db import connection
 
     from memories.models import Memory, Tombstone
+    from memories.selectors import recall as recall_selectors
     from memories.services.embeddings import active_embedder
     from people.models import Person, Room
     from transcripts.models import Conversation, Turn
@@ -426,6 +459,7 @@ def main() -> None:
                 extra += [(*r[:11], "room", None, attic.pk, *r[14:]) for r in corpus.rows(200, 6)]
             seconds = corpus.load(start=present, count=size - present - len(extra), extra_rows=extra)
             print(f"loaded {Memory.objects.count()} memories in {seconds:.1f} s (COPY + index builds)")
+            recall_selectors._frequent_lexemes.clear()  # statistics changed with the ANALYZE after loading
         print(f"\n== {Memory.objects.count()} memories")
         rng = random.Random(size)
         floor = select_one_ms()
@@ -455,6 +489,9 @@ def main() -> None:
         print(f"SELECT 1 (floor)     {summary(floor)}")
         print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
+    plans(
+        speaker=people[1], room=rooms[3], conversation=conversations[(rooms[3].pk, "en")], question=questions["en"][7]
+    )
     k_rows_check(embedder=embedder, newcomer=newcomer, attic=attic, questions=questions)
     if sizes[-1] in results:
         recall, remember = results[sizes[-1]]
