@@ -110,7 +110,15 @@ def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
     the WHERE clause of an HNSW scan makes it walk the whole graph whenever there is no duplicate
     (the usual case), and a small scope (one person's memories) needs an exact scan anyway.
     """
-    scope = Memory.objects.active().filter(scope=draft.scope, owner=draft.owner, room=draft.room)
+    # The scope constraints make these equivalent to (scope, owner, room); one column each gives
+    # PostgreSQL a row estimate it gets right (the three together it underestimates, and then
+    # ranks thousands of rows exactly instead of using the HNSW index).
+    if draft.scope == Scope.PRIVATE:
+        scope = Memory.objects.active().filter(owner=draft.owner)
+    elif draft.scope == Scope.ROOM:
+        scope = Memory.objects.active().filter(room=draft.room)
+    else:
+        scope = Memory.objects.active().filter(scope=draft.scope)
     near = nearest_memories(candidates=scope, embedding=embedding, limit=DUPLICATE_CANDIDATES, min_similarity=threshold)
     return (
         Memory.objects.active()

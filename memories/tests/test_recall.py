@@ -320,3 +320,16 @@ def test_outside_a_transaction_the_access_bump_is_one_update_committed_asynchron
     with connection.cursor() as cursor:
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"  # only that statement's commit was asynchronous
+
+
+def test_nearest_memories_takes_any_filter_on_the_memory_table_and_refuses_joins():
+    anna = PersonFactory()
+    fifty = MemoryFactory(content="Rabatt 50% auf Pizza", embedding=one_hot(1))
+    MemoryFactory(content="Rabatt auf Pizza", embedding=one_hot(2), scope=Scope.PRIVATE, owner=anna)
+    query = one_hot(1)
+    assert nearest_memories(candidates=Memory.objects.filter(pk__in=[]), embedding=query, limit=5) == []
+    assert len(nearest_memories(candidates=Memory.objects.all(), embedding=query, limit=5)) == 2
+    percent = Memory.objects.filter(content__contains="50%")
+    assert nearest_memories(candidates=percent, embedding=query, limit=5) == [(fifty.pk, pytest.approx(1.0))]
+    with pytest.raises(ValueError, match="no joins"):
+        nearest_memories(candidates=Memory.objects.filter(owner__name=anna.name), embedding=query, limit=5)
