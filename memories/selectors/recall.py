@@ -1,0 +1,365 @@
+"""Recall: what the assistant is told before every answer (hybrid search, the prompt block, working memory)."""
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+from django.conf.locale import LANG_INFO
+from django.contrib.postgres.search import SearchQuery, SearchRank
+from django.db import connection
+from django.db.models import F, FloatField, Value
+from django.db.models.expressions import ExpressionWrapper
+from django.utils import timezone
+from pgvector.django import CosineDistance
+
+from justai_memory.errors import ApplicationError
+from memories.languages import text_search_config
+from memories.models import Memory
+from memories.selectors.nearest import nearest_memories
+from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
+from memories.services.embeddings import active_embedder
+from people.models import Person
+from transcripts.models import Turn
+
+logger = logging.getLogger(__name__)
+
+MAX_LIMIT = 50
+MAX_QUERY_CHARS = 4000
+QUERY_EMPTY = "'query' must not be empty."
+QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
+LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
+CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
+
+WORKING_MEMORY_TURNS = 30
+ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
+ABOUT_SPEAKER_WINDOW = 100
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
+
+
+@dataclass(frozen=True)
+class RecalledMemory:
+    id: int
+    content: str
+    language: str
+    kind: str
+    label: str
+    provenance: str
+    scope: str
+    date: date
+    score: float  # cosine similarity to the query
+
+
+@dataclass(frozen=True)
+class WorkingTurn:
+    role: str
+    speaker_id: int | None
+    text: str
+    at: datetime
+
+
+@dataclass
+class RecallResult:
+    memories: list[RecalledMemory]
+    prompt: str
+    withheld: bool = False
+    withheld_reason: str = ""
+    working_memory: list[WorkingTurn] = field(default_factory=list)
+
+
+def working_memory(*, conversation) -> list[WorkingTurn]:
+    """The last 30 turns of a conversation, oldest first. Never stored as memories."""
+    rows = (
+        Turn.objects.filter(conversation=conversation)
+        .order_by("-created_at", "-id")
+        .values_list("role", "speaker_id", "text", "created_at")[:WORKING_MEMORY_TURNS]
+    )
+    return [
+        WorkingTurn(role=role, speaker_id=speaker, text=text, at=at) for role, speaker, text, at in reversed(list(rows))
+    ]
+
+
+def recall_candidates(*, speaker, room):
+    """The memories recall may return: visible to this speaker in this room, and active."""
+    return Memory.objects.visible_to(speaker=speaker, room=room).active()
+
+
+def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``limit`` nearest candidates with similarity >= ``min_similarity``, nearest first."""
+    return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
+
+
+class QueryLexemes(SearchQuery):
+    """The tsquery "any of the query's lexemes" except ``exclude``, built by PostgreSQL in the statement itself.
+
+    The lexemes: the words stemmed with each language configuration, plus the words as typed
+    ('simple': names and numbers such as 4711 match across languages) unless they are stop words of
+    the query's language. NULL, which matches nothing, when no lexeme is left.
+    """
+
+    SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
+    FROM (
+        SELECT lexeme FROM (
+            SELECT unnest(tsvector_to_array(to_tsvector(config, %s))) AS lexeme FROM unnest(%s::regconfig[]) config
+            UNION
+            SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) word
+            WHERE NOT EXISTS (
+                SELECT 1 FROM unnest(%s::regconfig[]) config WHERE to_tsvector(config, word) = ''::tsvector
+            )
+        ) words ORDER BY lexeme LIMIT %s
+    ) lexemes WHERE lexeme <> ALL(%s::text[]))"""
+
+    def __init__(self, *, query: str, configs: list[str], exclude=()):
+        super().__init__(query)
+        self.query_text, self.configs, self.exclude = query, list(configs), sorted(exclude)
+
+    def as_sql(self, compiler, connection, function=None, template=None):
+        params = [self.query_text, self.configs, self.query_text, self.configs, MAX_QUERY_LEXEMES, self.exclude]
+        return self.SQL, params
+
+
+MAX_QUERY_LEXEMES = 64
+# Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column) put in
+# more than this many memories do not select rows, they only rank them: a common word ("super",
+# "anna") would otherwise make the keyword path rank thousands of memories before every answer.
+FREQUENT_LEXEME_ROWS = 500
+FREQUENT_LEXEMES_SQL = """
+SELECT e.lexeme FROM pg_stats s
+CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, frequency)
+JOIN pg_class c ON c.oid = 'memories_memory'::regclass
+WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.attname = 'search_vector'
+AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
+"""
+FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
+_frequent_lexemes: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+def frequent_lexemes() -> frozenset[str]:
+    """Lexemes in more than FREQUENT_LEXEME_ROWS memories by the planner's statistics (cached per process)."""
+    key = connection.settings_dict["NAME"]
+    cached = _frequent_lexemes.get(key)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    with connection.cursor() as cursor:
+        cursor.execute(FREQUENT_LEXEMES_SQL, {"rows": FREQUENT_LEXEME_ROWS})
+        lexemes = frozenset(row[0] for row in cursor.fetchall())
+    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes)
+    return lexemes
+
+
+def keyword_query(*, query: str, languages: list[str]) -> tuple[QueryLexemes, QueryLexemes]:
+    """(match, rank): the full-text queries for ``query``; ``match`` leaves out the frequent lexemes.
+
+    Any word, not all: a question rarely repeats every word of the memory that answers it, and
+    ``ts_rank`` puts the memories that share the most words first.
+    """
+    configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
+    match = QueryLexemes(query=query, configs=configs, exclude=frequent_lexemes())
+    return match, QueryLexemes(query=query, configs=configs)
+
+
+def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) -> list[tuple[int, bool]]:
+    """(id, in the query's language) of the best full-text matches among the candidates, best first (GIN index)."""
+    match, rank = keyword_query(query=query, languages=languages)
+    rows = (
+        candidates.filter(search_vector=match)
+        .annotate(rank=SearchRank(F("search_vector"), rank))
+        .order_by("-rank", "-pk")
+        .values_list("pk", "language")[:limit]
+    )
+    return [(pk, language in languages) for pk, language in rows]
+
+
+def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> list[int]:
+    """Reciprocal rank fusion of the vector hits (ids, nearest first) and the keyword hits, cut to ``limit``.
+
+    Neither path loses its best hits to the cut: the top ceil(limit / 2) vector hits and the top
+    floor(limit / 2) keyword hits always stay in. A keyword hit in the query's language (matched on
+    stems) counts like a vector hit, so what both find rises. A keyword hit in another language can
+    only have matched words as typed (names, numbers): it supplements, after the ranked hits, but
+    does not reorder them (bench/retrieval.py: letting it vote costs cross-lingual hit@1 and hit@5).
+    """
+    scores: dict[int, float] = {}
+    for rank, pk in enumerate(vector, start=1):
+        scores[pk] = 1 / (RRF_K + rank)
+    for rank, (pk, in_query_language) in enumerate(keyword, start=1):
+        scores[pk] = scores.get(pk, 0.0) + (1 / (RRF_K + rank) if in_query_language else 0.0)
+    # Ties go to the vector hit, then to the better keyword rank: deterministic.
+    position: dict[int, int] = {}
+    for i, pk in enumerate([*vector, *(pk for pk, _ in keyword)]):
+        position.setdefault(pk, i)
+    order = sorted(scores, key=lambda pk: (-scores[pk], position[pk]))
+    kept = set(vector[: (limit + 1) // 2]) | {pk for pk, _ in keyword[: limit // 2]}
+    kept |= set([pk for pk in order if pk not in kept][: limit - len(kept)])
+    return [pk for pk in order if pk in kept]
+
+
+def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) -> list[tuple[int, float]]:
+    """(id, similarity) of the visible memories about a known speaker nearest to the query, leaving out ``exclude``.
+
+    Bounded work however much the household knows about a person: ranked exactly among the
+    ABOUT_SPEAKER_WINDOW most important (then newest) active memories about them, of which the
+    visible ones count (the window is taken by the index on ``about`` alone, which is what keeps it cheap).
+    """
+    window = (
+        Memory.objects.active()
+        .filter(about=speaker)
+        .exclude(pk__in=exclude)
+        .order_by("-importance", "-valid_at", "-pk")
+        .values("pk")[:ABOUT_SPEAKER_WINDOW]
+    )
+    # "+ 0": ranked exactly among the window, never by the HNSW index.
+    distance = ExpressionWrapper(CosineDistance("embedding", embedding) + Value(0.0), output_field=FloatField())
+    rows = (
+        candidates.filter(pk__in=window)
+        .annotate(distance=distance)
+        .order_by("distance", "pk")
+        .values_list("pk", "distance")[:ABOUT_SPEAKER_MAX]
+    )
+    return [(pk, 1 - d) for pk, d in rows]
+
+
+def _query_languages(*, conversation, speaker) -> list[str]:
+    """The query's language: the conversation's, else the speaker's, else every language of the household."""
+    if conversation is not None:
+        return [conversation.language]
+    if speaker is not None:
+        return [speaker.preferred_language]
+    return sorted(set(Person.objects.values_list("preferred_language", flat=True))) or ["en"]
+
+
+def _language_name(code: str) -> str:
+    return LANG_INFO.get(code, {}).get("name", code)
+
+
+def _answer_instruction(language: str | None) -> str:
+    if language:
+        return f"Answer in the language of the current conversation: {_language_name(language)} ({language})."
+    return "Answer in the language of the current conversation."
+
+
+def prompt_block(*, memories: list[RecalledMemory], language: str | None) -> str:
+    """The block for the model: one line per memory with its origin label and date, then the language rule."""
+    if not memories:
+        return f"No long-term memories match this request.\n{_answer_instruction(language)}"
+    lines = [
+        "Long-term memories (the household's, in the language they were learned in). "
+        "Each line: [origin, date] memory. Origins: confirmed = said or confirmed explicitly; "
+        "observed = seen by sensors; from conversation = taken from an earlier conversation; "
+        "GUESS = a model's guess, may be wrong.",
+    ]
+    for memory in memories:
+        # One memory per line, whatever its text holds.
+        content = " ".join(memory.content.split())
+        lines.append(f"- [{memory.label}, {memory.date.isoformat()}] {content}")
+    lines.append(_answer_instruction(language))
+    return "\n".join(lines)
+
+
+def withheld_prompt(*, language: str | None) -> str:
+    return (
+        "Long-term memories were withheld: this conversation runs on a cloud model and the household "
+        "does not allow personal memories to reach cloud models. Do not claim to remember anything about "
+        "the household; if asked, say that memories are not shared with cloud models.\n"
+        f"{_answer_instruction(language)}"
+    )
+
+
+def memory_recall(
+    *, query: str, speaker, room, conversation=None, limit: int = 10, record_access: bool = True
+) -> RecallResult:
+    """Memories for the assistant's next answer, the prompt block and the working memory.
+
+    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (one
+    UPDATE) unless ``record_access`` is False (the admin's preview).
+    """
+    query = (query or "").strip()
+    if not query:
+        raise ApplicationError(QUERY_EMPTY, field="query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ApplicationError(QUERY_TOO_LONG, field="query")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise ApplicationError(LIMIT_INVALID, field="limit")
+    if conversation is not None and room is not None and conversation.room_id != room.pk:
+        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
+
+    turns = working_memory(conversation=conversation) if conversation is not None else []
+    language = conversation.language if conversation is not None else None
+    if conversation is not None and not memories_allowed_for(model_location=conversation.model_location):
+        return RecallResult(
+            memories=[],
+            prompt=withheld_prompt(language=language),
+            withheld=True,
+            withheld_reason=WITHHELD_FOR_CLOUD,
+            working_memory=turns,
+        )
+
+    embedder = active_embedder()
+    embedding = embedder.embed_query(query)
+    candidates = recall_candidates(speaker=speaker, room=room)
+    by_vector = vector_hits(
+        candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.recall_min
+    )
+    by_keyword = keyword_hits(
+        candidates=candidates,
+        query=query,
+        languages=_query_languages(conversation=conversation, speaker=speaker),
+        limit=limit,
+    )
+    ids = fuse([pk for pk, _ in by_vector], by_keyword, limit=limit)
+    if speaker is not None:
+        ids += [
+            pk for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
+        ]
+    memories = _load(ids=ids, embedding=embedding)
+    if record_access and memories:
+        _record_access(ids=[m.id for m in memories])
+    return RecallResult(
+        memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
+    )
+
+
+# One statement: the bump, and an asynchronous commit of it (set_config(..., true) lasts until the end
+# of the statement's own transaction). A count lost in a crash does no harm, and recall does not wait
+# for the disk before every answer. Neither column is indexed, so it is a HOT update (see migration 0002).
+RECORD_ACCESS_SQL = (
+    "UPDATE memories_memory SET access_count = access_count + 1, last_accessed_at = %s "
+    "WHERE id = ANY(%s) AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+)
+
+
+def _record_access(*, ids: list[int]) -> None:
+    """Bump access_count and last_accessed_at of these memories, in one UPDATE.
+
+    Inside a caller's transaction it is a plain UPDATE: the caller's commit stays synchronous.
+    """
+    if connection.in_atomic_block:
+        Memory.objects.filter(pk__in=ids).update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(RECORD_ACCESS_SQL, [timezone.now(), ids])
+
+
+def _load(*, ids: list[int], embedding) -> list[RecalledMemory]:
+    """The recalled memories in ``ids`` order, each with its similarity to the query."""
+    rows = (
+        Memory.objects.filter(pk__in=ids)
+        .annotate(similarity=1 - CosineDistance("embedding", embedding))
+        .only("pk", "content", "language", "kind", "provenance", "scope", "valid_at")
+    )
+    by_id = {m.pk: m for m in rows}
+    return [
+        RecalledMemory(
+            id=m.pk,
+            content=m.content,
+            language=m.language,
+            kind=m.kind,
+            label=m.label,
+            provenance=m.provenance,
+            scope=m.scope,
+            date=timezone.localdate(m.valid_at),
+            score=round(float(m.similarity), 4),
+        )
+        for m in (by_id.get(pk) for pk in ids)
+        if m is not None  # forgotten between the search and the load
+    ]

@@ -1,0 +1,52 @@
+"""Remember: the assistant's explicit "remember ..." (tool memory.remember)."""
+
+from django.db import transaction
+
+from justai_memory.errors import ApplicationError
+from memories.models import Kind, Provenance, Scope, Source
+from memories.services.store import MemoryDraft, StoreResult, memory_store
+
+# "system" is the system's own; the assistant remembers for a person, a room or the household.
+REMEMBER_SCOPES = (Scope.SHARED, Scope.ROOM, Scope.PRIVATE)
+SCOPE_NOT_ALLOWED = f"'scope' must be one of: {', '.join(REMEMBER_SCOPES)}."
+PRIVATE_NEEDS_SPEAKER = "A private memory needs a known speaker (speaker_id)."
+ROOM_SCOPE_NEEDS_ROOM = "A room memory needs a room (room_id)."
+
+
+@transaction.atomic
+def memory_remember(
+    *,
+    content: str,
+    speaker,
+    room,
+    language: str = "en",
+    scope: str = Scope.SHARED,
+    kind: str = Kind.FACT,
+    about=None,
+    source_ref: str = "",
+) -> StoreResult:
+    """Store what a speaker asked to remember: confirmed, source tool; merges into a duplicate.
+
+    It lifts the forget blocks the speaker could have made (tombstones of the scopes visible to
+    them in this room) that the new content comes close to; blocks outside their view stay.
+    """
+    if scope not in REMEMBER_SCOPES:
+        raise ApplicationError(SCOPE_NOT_ALLOWED, field="scope")
+    if scope == Scope.PRIVATE and speaker is None:
+        raise ApplicationError(PRIVATE_NEEDS_SPEAKER, field="scope")
+    if scope == Scope.ROOM and room is None:
+        raise ApplicationError(ROOM_SCOPE_NEEDS_ROOM, field="room_id")
+    draft = MemoryDraft(
+        content=content,
+        provenance=Provenance.CONFIRMED,
+        source=Source.TOOL,
+        kind=kind,
+        language=language,
+        scope=scope,
+        owner=speaker if scope == Scope.PRIVATE else None,
+        room=room if scope == Scope.ROOM else None,
+        about=about,
+        source_ref=source_ref,
+    )
+    actor = f"person:{speaker.pk}" if speaker is not None else "tool"
+    return memory_store(draft=draft, actor=actor, lift_blocks_for=(speaker, room))
