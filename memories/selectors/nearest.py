@@ -54,18 +54,27 @@ def nearest_memories(*, candidates, embedding, limit: int, min_similarity: float
     return [(pk, 1 - d) for pk, d, _ in rows if 1 - d >= min_similarity]
 
 
-def _both_plans(*, candidates, embedding, limit: int) -> list[tuple[int, float, bool]]:
-    query = candidates.query
+def table_where(queryset) -> tuple[str, list] | None:
+    """The WHERE clause (SQL with %s placeholders, params) of a Memory queryset that filters on the table's own
+    columns, for raw SQL on memories_memory; None when nothing can match."""
+    query = queryset.query
     if sum(1 for count in query.alias_refcount.values() if count) > 1:  # joins the filter did not trim
-        raise ValueError("nearest_memories needs a filter on the memories table's own columns (no joins).")
-    compiler = query.get_compiler(using=candidates.db)
+        raise ValueError("Only a filter on the memories table's own columns fits here (no joins).")
+    compiler = query.get_compiler(using=queryset.db)
     try:
         where, params = compiler.compile(query.where)
     except EmptyResultSet:
-        return []
+        return None
     except FullResultSet:
-        where, params = "TRUE", []
-    where = where or "TRUE"
+        return "TRUE", []
+    return where or "TRUE", list(params)
+
+
+def _both_plans(*, candidates, embedding, limit: int) -> list[tuple[int, float, bool]]:
+    found = table_where(candidates)
+    if found is None:
+        return []
+    where, params = found
     # The WHERE clause comes with %s placeholders; the statement uses named ones.
     names = {f"w{i}": value for i, value in enumerate(params)}
     where = where.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names)

@@ -3,10 +3,9 @@
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 
 from django.conf.locale import LANG_INFO
-from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F, FloatField, Value
 from django.db.models.expressions import ExpressionWrapper
@@ -16,11 +15,11 @@ from pgvector.django import CosineDistance
 from justai_memory.errors import ApplicationError
 from memories.languages import text_search_config
 from memories.models import Memory
-from memories.selectors.nearest import nearest_memories
+from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
 from people.models import Person
-from transcripts.models import Turn
+from transcripts.selectors import working_memory
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +30,6 @@ QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
 LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
-WORKING_MEMORY_TURNS = 30
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
 ABOUT_SPEAKER_WINDOW = 100
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
@@ -50,33 +48,13 @@ class RecalledMemory:
     score: float  # cosine similarity to the query
 
 
-@dataclass(frozen=True)
-class WorkingTurn:
-    role: str
-    speaker_id: int | None
-    text: str
-    at: datetime
-
-
 @dataclass
 class RecallResult:
     memories: list[RecalledMemory]
     prompt: str
     withheld: bool = False
     withheld_reason: str = ""
-    working_memory: list[WorkingTurn] = field(default_factory=list)
-
-
-def working_memory(*, conversation) -> list[WorkingTurn]:
-    """The last 30 turns of a conversation, oldest first. Never stored as memories."""
-    rows = (
-        Turn.objects.filter(conversation=conversation)
-        .order_by("-created_at", "-id")
-        .values_list("role", "speaker_id", "text", "created_at")[:WORKING_MEMORY_TURNS]
-    )
-    return [
-        WorkingTurn(role=role, speaker_id=speaker, text=text, at=at) for role, speaker, text, at in reversed(list(rows))
-    ]
+    working_memory: list[dict] = field(default_factory=list)  # {role, speaker_id, text, at}
 
 
 def recall_candidates(*, speaker, room):
@@ -89,15 +67,11 @@ def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> 
     return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
 
 
-class QueryLexemes(SearchQuery):
-    """The tsquery "any of the query's lexemes" except ``exclude``, built by PostgreSQL in the statement itself.
-
-    The lexemes: the words stemmed with each language configuration, plus the words as typed
-    ('simple': names and numbers such as 4711 match across languages) unless they are stop words of
-    the query's language. NULL, which matches nothing, when no lexeme is left.
-    """
-
-    SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
+# The query's lexemes as a tsquery "any of them", built by PostgreSQL inside the statement: the words
+# stemmed with each language configuration, plus the words as typed ('simple': names and numbers
+# such as 4711 match across languages) unless they are stop words of the query's language, leaving
+# out ``exclude``. NULL, which matches nothing, when no lexeme is left.
+ANY_LEXEME_SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
     FROM (
         SELECT lexeme FROM (
             SELECT unnest(tsvector_to_array(to_tsvector(config, %s))) AS lexeme FROM unnest(%s::regconfig[]) config
@@ -108,16 +82,6 @@ class QueryLexemes(SearchQuery):
             )
         ) words ORDER BY lexeme LIMIT %s
     ) lexemes WHERE lexeme <> ALL(%s::text[]))"""
-
-    def __init__(self, *, query: str, configs: list[str], exclude=()):
-        super().__init__(query)
-        self.query_text, self.configs, self.exclude = query, list(configs), sorted(exclude)
-
-    def as_sql(self, compiler, connection, function=None, template=None):
-        params = [self.query_text, self.configs, self.query_text, self.configs, MAX_QUERY_LEXEMES, self.exclude]
-        return self.SQL, params
-
-
 MAX_QUERY_LEXEMES = 64
 # Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column) put in
 # more than this many memories do not select rows, they only rank them: a common word ("super",
@@ -131,43 +95,61 @@ WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.
 AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
 """
 FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
-_frequent_lexemes: dict[str, tuple[float, frozenset[str]]] = {}
+_frequent_lexemes: dict[str, tuple[float, frozenset[str], str]] = {}
+# The matches are collected first (GIN index) and the visibility filter applied to them: left to
+# itself, PostgreSQL ANDs the match bitmap with a visibility bitmap of every shared memory, which
+# costs more than the whole rest of the query. Raw SQL because the ORM cannot fence a subquery.
+KEYWORD_SQL = """
+WITH matched AS MATERIALIZED (SELECT id FROM memories_memory WHERE search_vector @@ {match})
+SELECT memories_memory.id, memories_memory.language
+FROM matched JOIN memories_memory ON memories_memory.id = matched.id
+WHERE {where}
+ORDER BY ts_rank(memories_memory.search_vector, {rank}) DESC, memories_memory.id DESC
+LIMIT %s
+"""
 
 
 def frequent_lexemes() -> frozenset[str]:
     """Lexemes in more than FREQUENT_LEXEME_ROWS memories by the planner's statistics (cached per process)."""
+    return _frequent()[0]
+
+
+def _frequent() -> tuple[frozenset[str], str]:
+    """The frequent lexemes, and the same as a PostgreSQL array literal (one short parameter, not a thousand)."""
     key = connection.settings_dict["NAME"]
     cached = _frequent_lexemes.get(key)
     if cached is not None and cached[0] > time.monotonic():
-        return cached[1]
+        return cached[1], cached[2]
     with connection.cursor() as cursor:
         cursor.execute(FREQUENT_LEXEMES_SQL, {"rows": FREQUENT_LEXEME_ROWS})
         lexemes = frozenset(row[0] for row in cursor.fetchall())
-    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes)
-    return lexemes
+    quoted = ('"' + lexeme.replace("\\", "\\\\").replace('"', '\\"') + '"' for lexeme in sorted(lexemes))
+    literal = "{" + ",".join(quoted) + "}"
+    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes, literal)
+    return lexemes, literal
 
 
-def keyword_query(*, query: str, languages: list[str]) -> tuple[QueryLexemes, QueryLexemes]:
-    """(match, rank): the full-text queries for ``query``; ``match`` leaves out the frequent lexemes.
-
-    Any word, not all: a question rarely repeats every word of the memory that answers it, and
-    ``ts_rank`` puts the memories that share the most words first.
-    """
-    configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
-    match = QueryLexemes(query=query, configs=configs, exclude=frequent_lexemes())
-    return match, QueryLexemes(query=query, configs=configs)
+def _any_lexeme(*, query: str, configs: list[str], exclude: str = "{}") -> tuple[str, list]:
+    return ANY_LEXEME_SQL, [query, configs, query, configs, MAX_QUERY_LEXEMES, exclude]
 
 
 def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) -> list[tuple[int, bool]]:
-    """(id, in the query's language) of the best full-text matches among the candidates, best first (GIN index)."""
-    match, rank = keyword_query(query=query, languages=languages)
-    rows = (
-        candidates.filter(search_vector=match)
-        .annotate(rank=SearchRank(F("search_vector"), rank))
-        .order_by("-rank", "-pk")
-        .values_list("pk", "language")[:limit]
-    )
-    return [(pk, language in languages) for pk, language in rows]
+    """(id, in the query's language) of the best full-text matches among the candidates, best first.
+
+    Any word, not all: a question rarely repeats every word of the memory that answers it, and
+    ``ts_rank`` puts the memories that share the most words first. Frequent lexemes rank but do not
+    select (see FREQUENT_LEXEME_ROWS).
+    """
+    where = table_where(candidates)
+    if where is None:
+        return []
+    configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
+    match_sql, match_params = _any_lexeme(query=query, configs=configs, exclude=_frequent()[1])
+    rank_sql, rank_params = _any_lexeme(query=query, configs=configs)
+    sql = KEYWORD_SQL.format(match=match_sql, where=where[0], rank=rank_sql)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*match_params, *where[1], *rank_params, limit])
+        return [(pk, language in languages) for pk, language in cursor.fetchall()]
 
 
 def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> list[int]:
@@ -198,12 +180,11 @@ def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) ->
     """(id, similarity) of the visible memories about a known speaker nearest to the query, leaving out ``exclude``.
 
     Bounded work however much the household knows about a person: ranked exactly among the
-    ABOUT_SPEAKER_WINDOW most important (then newest) active memories about them, of which the
-    visible ones count (the window is taken by the index on ``about`` alone, which is what keeps it cheap).
+    ABOUT_SPEAKER_WINDOW most important (then newest) memories about them, of which the visible
+    active ones count.
     """
     window = (
-        Memory.objects.active()
-        .filter(about=speaker)
+        Memory.objects.filter(about=speaker)
         .exclude(pk__in=exclude)
         .order_by("-importance", "-valid_at", "-pk")
         .values("pk")[:ABOUT_SPEAKER_WINDOW]

@@ -14,7 +14,6 @@ from memories.selectors import nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
 from memories.selectors.recall import (
-    WORKING_MEMORY_TURNS,
     fuse,
     keyword_hits,
     memory_recall,
@@ -23,6 +22,7 @@ from memories.selectors.recall import (
 )
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.selectors import WORKING_MEMORY_TURNS
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
@@ -210,7 +210,7 @@ def test_working_memory_is_the_last_30_turns_oldest_first_and_never_a_memory():
 
     result = recall("anything", room=room, conversation=conversation)
 
-    assert [t.text for t in result.working_memory] == [t.text for t in turns[-WORKING_MEMORY_TURNS:]]
+    assert [t["text"] for t in result.working_memory] == [t.text for t in turns[-WORKING_MEMORY_TURNS:]]
     assert not Memory.objects.exists()
 
 
@@ -224,7 +224,7 @@ def test_a_cloud_conversation_gets_no_memories_unless_the_household_allows_it():
 
     assert result.withheld and result.memories == [] and "personal_memories_to_cloud" in result.withheld_reason
     assert "withheld" in result.prompt and "cellar" not in result.prompt
-    assert [t.text for t in result.working_memory] == ["Wo ist der Schlüssel?"]
+    assert [t["text"] for t in result.working_memory] == ["Wo ist der Schlüssel?"]
     memory.refresh_from_db()
     assert memory.access_count == 0
 

@@ -141,10 +141,7 @@ def present_recall(result: RecallResult) -> dict:
         "prompt": result.prompt,
         "withheld": result.withheld,
         "withheld_reason": result.withheld_reason or None,
-        "working_memory": [
-            {"role": t.role, "speaker_id": t.speaker_id, "text": t.text, "at": t.at.isoformat()}
-            for t in result.working_memory
-        ],
+        "working_memory": result.working_memory,
     }
 
 
