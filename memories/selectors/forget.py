@@ -5,11 +5,11 @@ import re
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F
-from pgvector.django import CosineDistance
 
 from memories.embedders import Embedder
 from memories.languages import text_search_config
 from memories.models import Memory
+from memories.selectors.nearest import nearest_memories
 from memories.services.embeddings import active_embedder
 
 FORGET_CANDIDATES_MAX = 5
@@ -79,13 +79,11 @@ def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[int]:
 
 def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[int]:
     """Memories at least ``recall_min`` similar to the request and within VECTOR_MARGIN of the best, nearest first."""
-    vector = embedder.embed_query(query)
-    rows = list(
-        base.alias(distance=CosineDistance("embedding", vector))
-        .filter(distance__lte=1 - embedder.thresholds.recall_min)
-        .annotate(similarity=1 - CosineDistance("embedding", vector))
-        .order_by("distance")
-        .values_list("pk", "similarity")[:limit]
+    rows = nearest_memories(
+        candidates=base,
+        embedding=embedder.embed_query(query),
+        limit=limit,
+        min_similarity=embedder.thresholds.recall_min,
     )
     if not rows:
         return []
