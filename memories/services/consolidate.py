@@ -1,6 +1,7 @@
 """Consolidation: prune unused old guesses, merge near-identical memories, supersede contradicted facts.
 
-Three rules, in this order, in one transaction under a PostgreSQL advisory lock:
+Under a PostgreSQL advisory lock, the near-duplicate candidates are searched first (read-only, see
+``selectors.near_duplicates``), then three rules run in this order in one transaction:
 
 1. **prune**: active ``inferred`` memories never recalled (``access_count`` 0) and learned more than
    90 days ago are deleted (no tombstone: a guess nobody used is not a forget). A guess that
@@ -15,7 +16,7 @@ Three rules, in this order, in one transaction under a PostgreSQL advisory lock:
    active, every older one becomes ``superseded`` pointing at it. Never deleted.
 
 Candidate pairs for step 2 come from one HNSW neighbour query per memory (a LATERAL join, batched),
-step 3 from a GROUP BY; nothing compares all pairs in Python.
+judged again under row locks; step 3 is one GROUP BY statement; nothing compares all pairs in Python.
 """
 
 import logging
@@ -40,6 +41,7 @@ from memories.models import (
     Provenance,
     RunStatus,
 )
+from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
 from memories.services.embeddings import active_embedder
 
 logger = logging.getLogger(__name__)
@@ -47,11 +49,6 @@ logger = logging.getLogger(__name__)
 ALREADY_RUNNING = "A consolidation is already running; wait until it has finished and try again."
 CONSOLIDATION_LOCK_ID = 7_311_002  # pg advisory lock key (reembed_memories uses 7_311_001)
 PRUNE_AFTER = timedelta(days=90)
-# Same-scope nearest neighbours fetched per memory. Duplicates are a memory's very nearest rows,
-# so a handful is enough; groups larger than this still collapse through their shared members.
-NEIGHBOURS = 6
-NEIGHBOUR_EF_SEARCH = 40  # HNSW breadth for these queries (>= NEIGHBOURS); near-duplicates are easy to find
-NEIGHBOUR_MAX_SCAN = 4000  # bound on an iterative scan when a scope has few rows (pgvector hnsw.max_scan_tuples)
 BATCH_SIZE = 2000
 
 Progress = Callable[[str, int, int], None]
@@ -108,8 +105,13 @@ def memories_consolidate(
         run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
         started = time.monotonic()
         try:
+            threshold = active_embedder().thresholds.duplicate
+            # Read-only and the slow part, so outside the transaction; judged again under lock.
+            candidates = near_duplicate_pairs(threshold=threshold, progress=report)
             with transaction.atomic():
-                changes = _consolidate(actor=f"consolidation:{run.pk}", now=timezone.now(), report=report)
+                changes = _consolidate(
+                    candidates=candidates, threshold=threshold, actor=f"consolidation:{run.pk}", report=report
+                )
                 if dry_run:
                     transaction.set_rollback(True)
         except Exception as exc:
@@ -142,12 +144,10 @@ def _finish(run: ConsolidationRun, started: float) -> None:
     run.save()
 
 
-def _consolidate(*, actor: str, now: datetime, report: Progress) -> list[Change]:
-    with connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {int(NEIGHBOUR_EF_SEARCH)}")
-        cursor.execute(f"SET LOCAL hnsw.max_scan_tuples = {int(NEIGHBOUR_MAX_SCAN)}")
+def _consolidate(*, candidates: set[Pair], threshold: float, actor: str, report: Progress) -> list[Change]:
+    now = timezone.now()
     changes = _prune(now=now, report=report)
-    changes += _merge(threshold=active_embedder().thresholds.duplicate, now=now, report=report)
+    changes += _merge(candidates=candidates, threshold=threshold, now=now, report=report)
     changes += _supersede(now=now, report=report)
     AuditEvent.objects.bulk_create(
         (
@@ -173,9 +173,9 @@ _AUDIT_ACTIONS = {
 }
 
 
-def _batches(ids: list[int], size: int = BATCH_SIZE) -> Iterator[list[int]]:
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
+def _batches(items: list, size: int = BATCH_SIZE) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _delete(ids: list[int]) -> None:
@@ -203,39 +203,6 @@ def _prune(*, now: datetime, report: Progress) -> list[Change]:
 
 
 # --- 2. merge -----------------------------------------------------------------------------------
-
-# For each memory of the batch, its nearest active neighbours of the same scope/owner/room from the
-# HNSW index (ORDER BY <=> LIMIT in a LATERAL subquery); the distance threshold is applied outside,
-# since inside it would make the index scan hunt for rows that do not exist.
-NEIGHBOURS_SQL = """
-SELECT m.id, n.id
-FROM memories_memory m
-CROSS JOIN LATERAL (
-    SELECT c.id, c.embedding <=> m.embedding AS distance
-    FROM memories_memory c
-    WHERE c.status = 'active'
-      AND c.scope = m.scope
-      AND c.owner_id IS NOT DISTINCT FROM m.owner_id
-      AND c.room_id IS NOT DISTINCT FROM m.room_id
-    ORDER BY c.embedding <=> m.embedding
-    LIMIT %(k)s
-) n
-WHERE m.id = ANY(%(ids)s) AND n.id <> m.id AND n.distance <= %(max_distance)s
-"""
-
-
-def _neighbour_pairs(*, threshold: float, report: Progress) -> set[tuple[int, int]]:
-    """Pairs (low id, high id) of active same-scope memories with similarity >= ``threshold``."""
-    ids = list(Memory.objects.active().order_by("pk").values_list("pk", flat=True))
-    pairs: set[tuple[int, int]] = set()
-    done = 0
-    with connection.cursor() as cursor:
-        for batch in _batches(ids):
-            cursor.execute(NEIGHBOURS_SQL, {"k": NEIGHBOURS, "ids": batch, "max_distance": 1 - threshold})
-            pairs.update((min(a, b), max(a, b)) for a, b in cursor.fetchall())
-            done += len(batch)
-            report("neighbours", done, len(ids))
-    return pairs
 
 
 class _Groups:
@@ -308,13 +275,12 @@ RETURNING m.id, v.winner
 """
 
 
-def _merge(*, threshold: float, now: datetime, report: Progress) -> list[Change]:
+def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Progress) -> list[Change]:
     """Collapse groups of near-identical active memories into their best member."""
-    pairs = _neighbour_pairs(threshold=threshold, report=report)
-    involved = sorted({pk for pair in pairs for pk in pair})
+    involved = sorted({pk for pair in candidates for pk in pair})
     rows: dict[int, Memory] = {}
     for batch in _batches(involved):
-        # Locked and re-read: whatever changed since the neighbour query is judged as it is now.
+        # Locked and re-read: whatever changed since the neighbour search is judged as it is now.
         rows.update(
             (m.pk, m)
             for m in Memory.objects.active()
@@ -324,7 +290,7 @@ def _merge(*, threshold: float, now: datetime, report: Progress) -> list[Change]
             .select_for_update()
         )
     groups = _Groups()
-    for a, b in sorted(pairs):
+    for a, b in sorted(pairs_within(pairs=candidates, threshold=threshold)):
         first, second = rows.get(a), rows.get(b)
         if (
             first
@@ -344,15 +310,18 @@ def _merge(*, threshold: float, now: datetime, report: Progress) -> list[Change]
         changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
 
     repoints: list[Change] = []
-    done = 0
+    done, total = 0, len(changes) + len(winners)
     for batch in _batches(changes):
         with connection.cursor() as cursor:
             cursor.execute(REPOINT_SQL, [[c.memory_id for c in batch], [c.related_memory_id for c in batch]])
             repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in cursor.fetchall()]
         _delete([c.memory_id for c in batch])
         done += len(batch)
-        report(Rule.MERGE, done, len(changes))
-    Memory.objects.bulk_update(winners, MERGED_FIELDS, batch_size=500)
+        report(Rule.MERGE, done, total)
+    for batch in _batches(winners, 500):
+        Memory.objects.bulk_update(batch, MERGED_FIELDS)
+        done += len(batch)
+        report(Rule.MERGE, done, total)
     return changes + repoints
 
 
@@ -363,15 +332,16 @@ def _merge(*, threshold: float, now: datetime, report: Progress) -> list[Change]
 # and memories those rows had superseded are pointed at the newest too.
 SUPERSEDE_SQL = """
 WITH keyed AS (
-    SELECT id, scope, owner_id, room_id, valid_at, created_at,
+    SELECT id, valid_at, created_at, scope,
+           coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
            lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
     FROM memories_memory
     WHERE status = 'active' AND btrim(subject) <> '' AND btrim(predicate) <> ''
 ),
 contested AS (
-    SELECT scope, owner_id, room_id, subject_key, predicate_key
+    SELECT scope, owner_key, room_key, subject_key, predicate_key
     FROM keyed
-    GROUP BY scope, owner_id, room_id, subject_key, predicate_key
+    GROUP BY scope, owner_key, room_key, subject_key, predicate_key
     HAVING count(*) > 1
 ),
 ranked AS (
@@ -379,14 +349,9 @@ ranked AS (
            first_value(k.id) OVER w AS newest,
            row_number() OVER w AS position
     FROM keyed k
-    JOIN contested g
-      ON k.scope = g.scope
-     AND k.owner_id IS NOT DISTINCT FROM g.owner_id
-     AND k.room_id IS NOT DISTINCT FROM g.room_id
-     AND k.subject_key = g.subject_key
-     AND k.predicate_key = g.predicate_key
+    JOIN contested USING (scope, owner_key, room_key, subject_key, predicate_key)
     WINDOW w AS (
-        PARTITION BY k.scope, k.owner_id, k.room_id, k.subject_key, k.predicate_key
+        PARTITION BY scope, owner_key, room_key, subject_key, predicate_key
         ORDER BY k.valid_at DESC, k.created_at DESC, k.id DESC
     )
 ),

@@ -176,6 +176,18 @@ def test_a_chain_of_near_identical_memories_collapses_in_one_run():
     assert consolidate().merged == 0  # nothing left to do
 
 
+def test_near_identical_copies_in_other_scopes_do_not_hide_a_duplicate():
+    # Six people keep the same private note, nearer to each shared copy than the two shared copies
+    # are to each other: the shared pair's few nearest are all private, so the search looks further.
+    for _ in range(6):
+        MemoryFactory(content="The dog is called Rex", scope=Scope.PRIVATE, owner=PersonFactory(), embedding=at(3.5))
+    MemoryFactory(content="The dog is called Rex", embedding=at(3))
+    MemoryFactory(content="The dog is called Rex.", embedding=at(4))
+    run = consolidate()
+    assert run.merged == 1
+    assert Memory.objects.filter(scope=Scope.SHARED).count() == 1
+
+
 def test_memories_that_a_merged_one_had_superseded_point_at_the_one_that_stays():
     stays = MemoryFactory(content="Anna works in Munich", provenance=Provenance.CONFIRMED, embedding=at(0))
     goes = MemoryFactory(content="Anna works in Munich.", provenance=Provenance.EXTRACTED, embedding=at(5))
@@ -454,7 +466,7 @@ def test_the_dry_run_command_prints_ids_and_rules_never_content(capsys):
     assert f"merge: memory #{planted['merged'].pk} merged into #{planted['stays'].pk}" in out
     assert f"supersede: memory #{planted['old'].pk} superseded by #{planted['new'].pk}" in out
     assert f"prune: memory #{planted['guess'].pk} deleted" in out
-    assert "finding near-identical pairs: 4/4 (100%)" in out  # the guess is pruned first
+    assert "finding near-identical pairs: 5/5 (100%)" in out
     assert "Dry run, nothing changed: would have merged 1, superseded 1, deleted 1" in out
     for memory in planted.values():
         assert memory.content not in out
