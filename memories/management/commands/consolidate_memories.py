@@ -34,11 +34,11 @@ class Command(BaseCommand):
         def progress(stage: str, done: int, total: int) -> None:
             # One line per stage at most every 10 %, so 100k memories give a dozen lines, not fifty.
             step = max(total // 10, 1)
-            if verbosity < 1 or stage not in STAGES or total == 0:
+            if verbosity < 1 or total == 0:
                 return
             if done == total or done - last_shown.get(stage, 0) >= step:
                 last_shown[stage] = done
-                self.stdout.write(f"  {STAGES[stage]}: {done}/{total} ({100 * done // total}%)")
+                self.stdout.write(f"  {STAGES.get(stage, stage)}: {done}/{total} ({100 * done // total}%)")
 
         try:
             run = memories_consolidate(started_by="command", dry_run=dry_run, progress=progress)
