@@ -326,6 +326,28 @@ STAGE_NAMES = {
 }
 
 
+def _proc_cpu(pid: int, *, with_ended_children: bool = False) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if with_ended_children else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> float | None:
+    """CPU seconds used so far by this process and the local PostgreSQL (backends that ended count via
+    the postmaster); None when the server is not on this machine. Less swayed by other load than wall time.
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    try:
+        postmaster = int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        return time.process_time() + _proc_cpu(postmaster, with_ended_children=True) + _proc_cpu(backend)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_once(plan: Plan) -> dict:
     from memories.models import Memory
     from memories.services.consolidate import memories_consolidate
@@ -338,9 +360,11 @@ def run_once(plan: Plan) -> dict:
         if done == total:
             stage_done[stage] = time.perf_counter()
 
+    cpu_before = cpu_seconds()
     started = time.perf_counter()
     run = memories_consolidate(started_by="bench", progress=progress)
     seconds = time.perf_counter() - started
+    cpu_after = cpu_seconds()
     stages, previous = [], started
     for stage, finished in stage_done.items():
         stages.append(f"{STAGE_NAMES.get(stage, stage)} {finished - previous:.1f}")
@@ -349,6 +373,7 @@ def run_once(plan: Plan) -> dict:
     untouched = Memory.objects.filter(source_ref__in=plan.must_stay, status="active").count()
     return {
         "seconds": seconds,
+        "cpu": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
         "build_s": build_s,
         "hnsw": hnsw,
         "run": run,
@@ -410,7 +435,9 @@ def main() -> None:
         print(
             f"\n{len(plan.rows)} memories (index built in {r['build_s']:.1f} s; neighbour query uses HNSW: {r['hnsw']})"
         )
-        print(f"  consolidation: {r['seconds']:.2f} s  ({r['stages']} s)")
+        cpu = f", CPU {r['cpu']:.1f} s (Python + PostgreSQL)" if r["cpu"] is not None else ""
+        print(f"  consolidation: {r['seconds']:.2f} s wall{cpu}")
+        print(f"  stages (s): {r['stages']}")
         print(f"  merged     {run.merged:6d}  planted {plan.merges}")
         print(f"  superseded {run.superseded:6d}  planted {plan.supersedes}")
         print(f"  deleted    {run.deleted:6d}  planted {plan.prunes}")
@@ -420,8 +447,12 @@ def main() -> None:
     if len(args.sizes) >= 2:
         small, large = min(args.sizes), max(args.sizes)
         ratio = results[large]["seconds"] / results[small]["seconds"]
-        print(f"\n{large // 1000}k/{small // 1000}k time ratio: {ratio:.1f} (size ratio {large / small:.0f})")
+        print(f"\n{large // 1000}k/{small // 1000}k time ratio: {ratio:.1f} (size ratio {large / small:.0f})", end="")
+        if results[large]["cpu"] and results[small]["cpu"]:
+            print(f"; CPU time ratio: {results[large]['cpu'] / results[small]['cpu']:.1f}", end="")
+        print()
     print("targets: 100k <= 60 s, 100k/10k ratio <= 15")
+    print(f"machine load (1/5/15 min): {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

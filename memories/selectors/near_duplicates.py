@@ -60,9 +60,9 @@ WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
 Pair = tuple[int, int]
 
 
-def _batches(ids: list[int], size: int = BATCH_SIZE) -> Iterator[list[int]]:
-    for start in range(0, len(ids), size):
-        yield ids[start : start + size]
+def _batches(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), BATCH_SIZE):
+        yield ids[start : start + BATCH_SIZE]
 
 
 @contextmanager

@@ -47,6 +47,7 @@ from memories.services.embeddings import active_embedder
 logger = logging.getLogger(__name__)
 
 ALREADY_RUNNING = "A consolidation is already running; wait until it has finished and try again."
+INTERRUPTED = "Interrupted"  # error of a run whose process ended before it could finish
 CONSOLIDATION_LOCK_ID = 7_311_002  # pg advisory lock key (reembed_memories uses 7_311_001)
 PRUNE_AFTER = timedelta(days=90)
 BATCH_SIZE = 2000
@@ -102,6 +103,8 @@ def memories_consolidate(
     """
     report = progress or (lambda stage, done, total: None)
     with _consolidation_lock():
+        # Holding the lock, any run still marked running died with its process (the lock went with it).
+        ConsolidationRun.objects.filter(status=RunStatus.RUNNING).update(status=RunStatus.FAILED, error=INTERRUPTED)
         run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
         started = time.monotonic()
         try:

@@ -15,6 +15,7 @@ from justai_memory.errors import ApplicationError
 from justai_memory.schedules import SCHEDULES
 from memories import jobs
 from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Tombstone
+from memories.selectors import near_duplicates
 from memories.services import consolidate as consolidate_module
 from memories.services.consolidate import ALREADY_RUNNING, Change, Rule, memories_consolidate
 from memories.tests.factories import MemoryFactory
@@ -416,6 +417,32 @@ def test_a_failed_run_changes_nothing_records_the_error_class_and_releases_the_l
     assert snapshot() == before and exists(planted["guess"])
     monkeypatch.undo()
     assert consolidate().status == "done"
+
+
+def test_a_run_left_running_by_a_dead_process_is_marked_failed():
+    stale = ConsolidationRun.objects.create(started_by="schedule")
+    consolidate()
+    stale.refresh_from_db()
+    assert (stale.status, stale.error) == ("failed", "Interrupted")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_a_large_table_the_search_runs_on_two_connections_with_the_same_result(monkeypatch):
+    planted = plant_one_of_each()
+    monkeypatch.setattr(near_duplicates, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(near_duplicates, "BATCH_SIZE", 2)
+    threads = set()
+    search = near_duplicates._Search._search
+
+    def remember_thread(self, *args):
+        threads.add(threading.get_ident())
+        return search(self, *args)
+
+    monkeypatch.setattr(near_duplicates._Search, "_search", remember_thread)
+    run = consolidate()
+    assert len(threads - {threading.get_ident()}) == 2  # two worker threads, each its own connection
+    assert Change(Rule.MERGE, planted["merged"].pk, planted["stays"].pk) in run.changes
+    assert (run.merged, run.superseded, run.deleted) == (1, 1, 1)
 
 
 @pytest.mark.django_db(transaction=True)
