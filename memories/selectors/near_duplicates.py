@@ -102,8 +102,10 @@ class _Search:
     def __init__(self, *, threshold: float, parallel: bool, progress: Callable[[str, int, int], None]):
         self.threshold, self.parallel, self.progress = threshold, parallel, progress
         self.pairs: set[Pair] = set()
-        self.lost: list[int] = []
-        self.crowded: list[int] = []
+        self.lost: list[int] = []  # of the last run(): memories whose search did not find themselves
+        self.crowded: list[int] = []  # of the last run(): memories whose k nearest were all near-identical
+        self.done = self.total = 0
+        self.stage: str | None = None
         self._lock = threading.Lock()
 
     def run(self, ids: list[int], *, k: int, ef_search: int, stage: str | None = None) -> None:

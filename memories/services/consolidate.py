@@ -265,7 +265,7 @@ FOLD_FIELDS = [
 ]
 
 
-def _fold(winner: Memory, losers: list[Memory], now: datetime) -> None:
+def _fold(winner: Memory, losers: list[Memory]) -> None:
     """Merge the losers' counts, scores and dates into the winner (in memory)."""
     group = [winner, *losers]
     winner.occurrences = sum(m.occurrences for m in group)
@@ -322,7 +322,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
     for group in groups.groups():
         members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
         winner, losers = members[0], members[1:]
-        _fold(winner, losers, now)
+        _fold(winner, losers)
         winners.append(winner)
         changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
 
