@@ -99,7 +99,7 @@ def memories_consolidate(
     ``ALREADY_RUNNING``) when another run holds the lock. ``progress(stage, done, total)`` is called
     per batch. The returned run carries ``run.changes`` (a list of ``Change``, ids and rules only;
     not stored). A dry run does the same work in a transaction that is rolled back, so it reports
-    exactly what a real run would change and changes nothing but its own run row (``dry_run``).
+    exactly what a real run would change; it writes no memory and no audit event, only run rows.
     """
     report = progress or (lambda stage, done, total: None)
     with _consolidation_lock():
