@@ -1,0 +1,403 @@
+"""Consolidation: prune unused old guesses, merge near-identical memories, supersede contradicted facts.
+
+Under a PostgreSQL advisory lock, the near-duplicate candidates are searched first (read-only, see
+``selectors.near_duplicates``), then three rules run in this order in one transaction:
+
+1. **prune**: active ``inferred`` memories never recalled (``access_count`` 0) and learned more than
+   90 days ago are deleted (no tombstone: a guess nobody used is not a forget). A guess that
+   already replaced older facts is kept, or they would be left with no active successor.
+2. **merge**: active memories of the same scope, owner and room within the embedder's ``duplicate``
+   threshold, and with the same numbers and dates, collapse into one (connected groups in one run).
+   The higher provenance stays, else the newer (``created_at``, then id). Counts add up, importance
+   and confidence take the maximum, dates merge (earliest learned and valid, latest accessed).
+   The others are deleted (their content lives on in the one that stays: a merge, not a forget).
+3. **supersede**: active memories of the same scope, owner, room, normalised subject and predicate
+   that survived step 2 contradict each other: the newest (``valid_at``, ``created_at``, id) stays
+   active, every older one becomes ``superseded`` pointing at it. Never deleted.
+
+Candidate pairs for step 2 come from one HNSW neighbour query per memory (a LATERAL join, batched),
+judged again under row locks; step 3 is one GROUP BY statement; nothing compares all pairs in Python.
+"""
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from justai_memory.errors import ApplicationError
+from memories.matching import may_be_duplicates
+from memories.models import (
+    PROVENANCE_RANK,
+    AuditAction,
+    AuditEvent,
+    ConsolidationRun,
+    Memory,
+    Provenance,
+    RunStatus,
+)
+from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
+from memories.services.embeddings import active_embedder
+
+logger = logging.getLogger(__name__)
+
+ALREADY_RUNNING = "A consolidation is already running; wait until it has finished and try again."
+INTERRUPTED = "Interrupted"  # error of a run whose process ended before it could finish
+CONSOLIDATION_LOCK_ID = 7_311_002  # pg advisory lock key (reembed_memories uses 7_311_001)
+PRUNE_AFTER = timedelta(days=90)
+BATCH_SIZE = 2000
+
+Progress = Callable[[str, int, int], None]
+
+
+class Rule:
+    PRUNE = "prune"
+    MERGE = "merge"
+    SUPERSEDE = "supersede"
+    # An already superseded memory pointed at the one that now replaces its successor (not counted).
+    REPOINT = "repoint"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of a run, text-free: what happened to which memory (and which other memory it concerns)."""
+
+    rule: str
+    memory_id: int
+    related_memory_id: int | None = None
+
+
+@contextmanager
+def _consolidation_lock() -> Iterator[None]:
+    """Hold the session-level advisory lock for the block; ApplicationError (409) when another run holds it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CONSOLIDATION_LOCK_ID])
+        if not cursor.fetchone()[0]:
+            raise ApplicationError(ALREADY_RUNNING, status=409)
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [CONSOLIDATION_LOCK_ID])
+        except DatabaseError:
+            # A broken connection has released its session locks already.
+            logger.warning("could not release the consolidation lock; the connection is gone")
+
+
+def memories_consolidate(
+    *, started_by: str, dry_run: bool = False, progress: Progress | None = None
+) -> ConsolidationRun:
+    """Prune, merge and supersede once under an advisory lock; record the run and return it.
+
+    ``started_by``: "schedule", "command" or "admin:<user id>". Raises ApplicationError (status 409,
+    ``ALREADY_RUNNING``) when another run holds the lock. ``progress(stage, done, total)`` is called
+    per batch. The returned run carries ``run.changes`` (a list of ``Change``, ids and rules only;
+    not stored). A dry run does the same work in a transaction that is rolled back, so it reports
+    exactly what a real run would change; it writes no memory and no audit event, only run rows.
+    """
+    report = progress or (lambda stage, done, total: None)
+    with _consolidation_lock():
+        # Holding the lock, any run still marked running died with its process (the lock went with it).
+        ConsolidationRun.objects.filter(status=RunStatus.RUNNING).update(status=RunStatus.FAILED, error=INTERRUPTED)
+        run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
+        started = time.monotonic()
+        try:
+            threshold = active_embedder().thresholds.duplicate
+            # Read-only and the slow part, so outside the transaction; judged again under lock.
+            candidates = near_duplicate_pairs(threshold=threshold, progress=report)
+            with transaction.atomic():
+                changes = _consolidate(
+                    candidates=candidates, threshold=threshold, actor=f"consolidation:{run.pk}", report=report
+                )
+                if dry_run:
+                    transaction.set_rollback(True)
+        except Exception as exc:
+            run.status, run.error = RunStatus.FAILED, type(exc).__name__
+            _finish(run, started)
+            # The class name only: database errors can quote row values, i.e. memory text.
+            logger.error("consolidation run %s failed: %s", run.pk, type(exc).__name__)
+            raise
+        run.merged = sum(1 for c in changes if c.rule == Rule.MERGE)
+        run.superseded = sum(1 for c in changes if c.rule == Rule.SUPERSEDE)
+        run.deleted = sum(1 for c in changes if c.rule == Rule.PRUNE)
+        run.status = RunStatus.DONE
+        _finish(run, started)
+    run.changes = changes
+    logger.info(
+        "consolidation run %s%s: merged %d, superseded %d, deleted %d in %d ms",
+        run.pk,
+        " (dry run)" if dry_run else "",
+        run.merged,
+        run.superseded,
+        run.deleted,
+        run.duration_ms,
+    )
+    return run
+
+
+def _finish(run: ConsolidationRun, started: float) -> None:
+    run.finished_at = timezone.now()
+    run.duration_ms = round((time.monotonic() - started) * 1000)
+    run.save()
+
+
+def _consolidate(*, candidates: set[Pair], threshold: float, actor: str, report: Progress) -> list[Change]:
+    now = timezone.now()
+    changes = _prune(now=now, report=report)
+    changes += _merge(candidates=candidates, threshold=threshold, now=now, report=report)
+    changes += _supersede(now=now, report=report)
+    AuditEvent.objects.bulk_create(
+        (
+            AuditEvent(
+                memory_id=c.memory_id,
+                action=_AUDIT_ACTIONS[c.rule],
+                related_memory_id=c.related_memory_id,
+                actor=actor,
+                created_at=now,
+            )
+            for c in changes
+        ),
+        batch_size=BATCH_SIZE,
+    )
+    return changes
+
+
+_AUDIT_ACTIONS = {
+    Rule.PRUNE: AuditAction.DELETED,
+    Rule.MERGE: AuditAction.MERGED,
+    Rule.SUPERSEDE: AuditAction.SUPERSEDED,
+    Rule.REPOINT: AuditAction.SUPERSEDED,
+}
+
+
+def _batches(items: list, size: int = BATCH_SIZE) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _delete(ids: list[int]) -> None:
+    # The ORM delete, so that relations other apps add to Memory are honoured.
+    for batch in _batches(ids):
+        Memory.objects.filter(pk__in=batch).only("pk").delete()
+
+
+# --- 1. prune -----------------------------------------------------------------------------------
+
+
+def _prune(*, now: datetime, report: Progress) -> list[Change]:
+    """Delete active guesses never recalled and learned over 90 days ago (not those that replaced older facts)."""
+    ids = list(
+        Memory.objects.active()
+        .filter(provenance=Provenance.INFERRED, access_count=0, created_at__lt=now - PRUNE_AFTER)
+        .exclude(Exists(Memory.objects.filter(superseded_by=OuterRef("pk"))))
+        .order_by("pk")
+        .select_for_update()  # a guess recalled meanwhile is re-checked and kept
+        .values_list("pk", flat=True)
+    )
+    _delete(ids)
+    report(Rule.PRUNE, len(ids), len(ids))
+    return [Change(Rule.PRUNE, pk) for pk in ids]
+
+
+# --- 2. merge -----------------------------------------------------------------------------------
+
+
+class _Groups:
+    """Union-find: near-identical pairs to connected groups (a~b~c is one group)."""
+
+    def __init__(self):
+        self.parent: dict[int, int] = {}
+
+    def find(self, x: int) -> int:
+        self.parent.setdefault(x, x)
+        while self.parent[x] != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+    def groups(self) -> list[list[int]]:
+        by_root: dict[int, list[int]] = {}
+        for x in self.parent:
+            by_root.setdefault(self.find(x), []).append(x)
+        return [sorted(g) for g in by_root.values() if len(g) > 1]
+
+
+def _winner_key(memory: Memory) -> tuple:
+    return (PROVENANCE_RANK[memory.provenance], memory.created_at, memory.pk)
+
+
+# The merged counts, scores and dates of the memories that stay, one statement per batch (Django's
+# bulk_update builds a CASE per field and row, which costs seconds of Python at thousands of rows).
+FOLD_SQL = """
+UPDATE memories_memory m
+SET occurrences = v.occurrences, access_count = v.access_count, importance = v.importance,
+    confidence = v.confidence, created_at = v.created_at, valid_at = v.valid_at,
+    last_accessed_at = v.last_accessed_at, subject = v.subject, predicate = v.predicate,
+    about_id = v.about_id, updated_at = %s
+FROM unnest(
+    %s::bigint[], %s::integer[], %s::integer[], %s::double precision[], %s::double precision[],
+    %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::text[], %s::bigint[]
+) AS v(id, occurrences, access_count, importance, confidence, created_at, valid_at, last_accessed_at,
+       subject, predicate, about_id)
+WHERE m.id = v.id
+"""
+FOLD_FIELDS = [
+    "pk",
+    "occurrences",
+    "access_count",
+    "importance",
+    "confidence",
+    "created_at",
+    "valid_at",
+    "last_accessed_at",
+    "subject",
+    "predicate",
+    "about_id",
+]
+
+
+def _fold(winner: Memory, losers: list[Memory]) -> None:
+    """Merge the losers' counts, scores and dates into the winner (in memory)."""
+    group = [winner, *losers]
+    winner.occurrences = sum(m.occurrences for m in group)
+    winner.access_count = sum(m.access_count for m in group)
+    winner.importance = max(m.importance for m in group)
+    winner.confidence = max(m.confidence for m in group)
+    winner.created_at = min(m.created_at for m in group)
+    winner.valid_at = min(m.valid_at for m in group)
+    accessed = [m.last_accessed_at for m in group if m.last_accessed_at]
+    winner.last_accessed_at = max(accessed) if accessed else None
+    # Keep what the loser knew about the memory when the winner did not (store path does the same).
+    for loser in losers:
+        if not (winner.subject and winner.predicate) and loser.subject and loser.predicate:
+            winner.subject, winner.predicate = loser.subject, loser.predicate
+        winner.about_id = winner.about_id or loser.about_id
+
+
+# Memories that a merged-away memory had superseded now point at the one that stays.
+REPOINT_SQL = """
+UPDATE memories_memory m SET superseded_by_id = v.winner
+FROM unnest(%s::bigint[], %s::bigint[]) AS v(loser, winner)
+WHERE m.superseded_by_id = v.loser
+RETURNING m.id, v.winner
+"""
+
+
+def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Progress) -> list[Change]:
+    """Collapse groups of near-identical active memories into their best member."""
+    involved = sorted({pk for pair in candidates for pk in pair})
+    rows: dict[int, Memory] = {}
+    for batch in _batches(involved):
+        # Locked and re-read: whatever changed since the neighbour search is judged as it is now.
+        rows.update(
+            (m.pk, m)
+            for m in Memory.objects.active()
+            .filter(pk__in=batch)
+            .order_by("pk")
+            .defer("embedding", "search_vector")
+            .select_for_update()
+        )
+    groups = _Groups()
+    for a, b in sorted(pairs_within(pairs=candidates, threshold=threshold)):
+        first, second = rows.get(a), rows.get(b)
+        if (
+            first
+            and second
+            and (first.scope, first.owner_id, first.room_id) == (second.scope, second.owner_id, second.room_id)
+            and may_be_duplicates(first.content, second.content)
+        ):
+            groups.union(a, b)
+
+    changes: list[Change] = []
+    winners: list[Memory] = []
+    for group in groups.groups():
+        members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
+        winner, losers = members[0], members[1:]
+        _fold(winner, losers)
+        winners.append(winner)
+        changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
+
+    repoints: list[Change] = []
+    done, total = 0, len(changes) + len(winners)
+    for batch in _batches(changes):
+        with connection.cursor() as cursor:
+            cursor.execute(REPOINT_SQL, [[c.memory_id for c in batch], [c.related_memory_id for c in batch]])
+            repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in cursor.fetchall()]
+        _delete([c.memory_id for c in batch])
+        done += len(batch)
+        report(Rule.MERGE, done, total)
+    for batch in _batches(winners):
+        with connection.cursor() as cursor:
+            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in batch] for name in FOLD_FIELDS)])
+        done += len(batch)
+        report(Rule.MERGE, done, total)
+    return changes + repoints
+
+
+# --- 3. supersede -------------------------------------------------------------------------------
+
+# Groups of active memories with the same scope/owner/room and normalised subject/predicate
+# (GROUP BY ... HAVING count > 1); in each, every row but the newest is superseded by the newest,
+# and memories those rows had superseded are pointed at the newest too.
+SUPERSEDE_SQL = """
+WITH keyed AS (
+    SELECT id, valid_at, created_at, scope,
+           coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
+           lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
+    FROM memories_memory
+    WHERE status = 'active' AND btrim(subject) <> '' AND btrim(predicate) <> ''
+),
+contested AS (
+    SELECT scope, owner_key, room_key, subject_key, predicate_key
+    FROM keyed
+    GROUP BY scope, owner_key, room_key, subject_key, predicate_key
+    HAVING count(*) > 1
+),
+ranked AS (
+    SELECT k.id,
+           first_value(k.id) OVER w AS newest,
+           row_number() OVER w AS position
+    FROM keyed k
+    JOIN contested USING (scope, owner_key, room_key, subject_key, predicate_key)
+    WINDOW w AS (
+        PARTITION BY scope, owner_key, room_key, subject_key, predicate_key
+        ORDER BY k.valid_at DESC, k.created_at DESC, k.id DESC
+    )
+),
+superseded AS (
+    UPDATE memories_memory m
+    SET status = 'superseded', superseded_by_id = r.newest, updated_at = %(now)s
+    FROM ranked r
+    WHERE m.id = r.id AND r.position > 1 AND m.status = 'active'
+    RETURNING m.id, r.newest
+),
+repointed AS (
+    UPDATE memories_memory m
+    SET superseded_by_id = s.newest, updated_at = %(now)s
+    FROM superseded s
+    WHERE m.superseded_by_id = s.id
+    RETURNING m.id, s.newest
+)
+SELECT id, newest, 'supersede' FROM superseded
+UNION ALL
+SELECT id, newest, 'repoint' FROM repointed
+ORDER BY 3 DESC, 1
+"""
+
+
+def _supersede(*, now: datetime, report: Progress) -> list[Change]:
+    """Supersede every older active memory of a contested subject/predicate by the newest."""
+    with connection.cursor() as cursor:
+        cursor.execute(SUPERSEDE_SQL, {"now": now})
+        rows = cursor.fetchall()
+    report(Rule.SUPERSEDE, len(rows), len(rows))
+    return [Change(Rule.SUPERSEDE if rule == "supersede" else Rule.REPOINT, pk, newest) for pk, newest, rule in rows]
