@@ -89,11 +89,18 @@ if env.str("DATABASE_URL", default=""):
         raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL (postgres://...) with pgvector installed.")
 elif TESTING and not env.str("EMBEDDED_DB_DIR", default=""):
     DATABASES = {
-        "default": embedded_database(data_dir=Path(tempfile.mkdtemp(prefix="justai-test-pg-")) / "pg", cleanup="delete")
+        "default": embedded_database(
+            data_dir=Path(tempfile.mkdtemp(prefix="justai-test-pg-")) / "pg",
+            cleanup="delete",
+            shared_buffers=env.str("EMBEDDED_DB_SHARED_BUFFERS", default="160MB"),
+        )
     }
 else:
     DATABASES = {
-        "default": embedded_database(data_dir=Path(env.str("EMBEDDED_DB_DIR", default=str(DATA_DIR / "postgres"))))
+        "default": embedded_database(
+            data_dir=Path(env.str("EMBEDDED_DB_DIR", default=str(DATA_DIR / "postgres"))),
+            shared_buffers=env.str("EMBEDDED_DB_SHARED_BUFFERS", default="512MB"),
+        )
     }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
 # pgvector 0.8+: filtered HNSW scans keep scanning until enough rows pass the filter (visibility!).

@@ -86,3 +86,24 @@ def test_stock_admin_pages_open(admin_client, model, add_status):
     meta = next(m for m in apps.get_models() if m._meta.model_name == model)._meta
     assert admin_client.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")).status_code == 200
     assert admin_client.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_add")).status_code == add_status
+
+
+@pytest.mark.django_db
+def test_the_embedded_server_runs_with_our_settings_file(settings):
+    from django.db import connection
+
+    if "DATABASE_URL" in os.environ:
+        pytest.skip("an external DATABASE_URL is configured: its settings are its own")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW shared_buffers")
+        assert cursor.fetchone()[0] == os.environ.get("EMBEDDED_DB_SHARED_BUFFERS", "160MB")
+
+
+def test_a_bad_shared_buffers_size_is_refused_in_one_line():
+    result = run_manage(
+        "check", DATABASE_URL="", EMBEDDED_DB_SHARED_BUFFERS="lots", EMBEDDED_DB_DIR="/tmp/justai-never-started"
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: EMBEDDED_DB_SHARED_BUFFERS='lots' is not a size such as 512MB or 1GB (units: kB, MB, GB)."
+    ]
