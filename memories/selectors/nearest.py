@@ -61,7 +61,12 @@ def nearest_memories_many(
     Pairs with the same filter share its ``few`` probe, so a batch of items of one scope costs one
     pass over that scope plus one index (or exact) search per vector.
     """
-    wheres = [_where(candidates) for candidates, _ in searches]
+    compiled: dict[int, tuple[str, list] | None] = {}  # a queryset passed with many vectors is compiled once
+    wheres = []
+    for candidates, _ in searches:
+        if id(candidates) not in compiled:
+            compiled[id(candidates)] = _where(candidates)
+        wheres.append(compiled[id(candidates)])
     groups: dict[object, tuple[str, list, list[int]]] = {}
     for index, where in enumerate(wheres):
         if where is None:  # nothing can pass the filter
