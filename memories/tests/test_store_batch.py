@@ -255,3 +255,12 @@ def test_the_number_of_statements_does_not_grow_with_the_batch(size):
     assert [r.outcome for r in results].count("merged") == 1
     # savepoint, forget blocks, nearest memories, lock the duplicate, insert, update the merged row, audit, release
     assert len(queries) == 8, [q["sql"][:60] for q in queries]
+
+
+def test_a_merge_fills_in_what_the_stored_row_lacks_and_saves_it():
+    anna = PersonFactory()
+    memory_store(draft=draft("Anna likes green tea"), actor="test")
+    [result] = batch(draft("anna likes green tea", about=anna, subject=" Anna ", predicate="Likes"))
+    memory = Memory.objects.get()
+    assert result.outcome == "merged"
+    assert (memory.about_id, memory.subject, memory.predicate, memory.occurrences) == (anna.pk, "anna", "likes", 2)
