@@ -8,9 +8,9 @@ from memories.embedders import Embedder, embedder_by_name, vector_array_literal
 from memories.models import Tombstone
 
 # Every text against every tombstone of one embedder, in one statement. The subquery fence
-# (OFFSET 0) keeps PostgreSQL from comparing vectors of other dimensions, and the typmod cast
-# (``::vector(dim)``) detoasts each tombstone's vector once per statement instead of once per
-# comparison (a 2 KB vector is stored out of line unless the column's storage keeps it inline).
+# (OFFSET 0) keeps PostgreSQL from comparing vectors of other dimensions. Tombstone vectors are kept
+# inline (migration 0003); should one be out of line (TOAST) or compressed all the same, the typmod
+# cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
 HITS_SQL = """
 SELECT q.i, t.id, NULL::text FROM ({candidates} OFFSET 0) t
 JOIN unnest(%s::vector[], %s::int[]) AS q(v, i) ON 1 - (t.vector <=> q.v) >= %s
