@@ -308,7 +308,9 @@ def memory_store_batch(
     )
 
     # Rows this batch created or merged into, with their vectors as they are now: later drafts compare
-    # with these in memory (the database has not seen the changes yet).
+    # with these in memory (the database has not seen the changes yet). A stored row whose vector a
+    # merge replaced is compared with its new vector; the database's nearest 5 were taken before, which
+    # differs from one-by-one stores only when more than 5 stored rows pass the duplicate threshold.
     touched: dict[int, tuple[Memory, np.ndarray]] = {}
     changed: dict[int, set[str]] = {}
     results: list[StoreResult] = []
