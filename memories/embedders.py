@@ -41,7 +41,18 @@ class Embedder:
 
 def vector_literal(vector) -> str:
     """pgvector's text form of a vector, for raw SQL (``%s::vector``)."""
-    return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
+    values = np.asarray(vector, dtype=np.float64)
+    if values.size and np.isfinite(values).all() and np.abs(values).max() < 1e6:
+        # Fixed point with 9 decimals as integers ("16598461e-9"): about 4x faster than formatting
+        # floats in Python (~0.15 ms for 512 values; a batch of 20 items formats 40 or more). It
+        # round-trips float32 exactly for |x| >= 0.06, within 5e-10 below that.
+        return "[" + "e-9,".join(map(str, np.rint(values * 1e9).astype(np.int64).tolist())) + "e-9]"
+    return "[" + ",".join(f"{x:.9g}" for x in values.tolist()) + "]"
+
+
+def vector_array_literal(vectors) -> str:
+    """PostgreSQL's text form of an array of vectors, for raw SQL (``%s::vector[]``)."""
+    return "{" + ",".join(f'"{vector_literal(v)}"' for v in vectors) + "}"
 
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:

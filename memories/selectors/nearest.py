@@ -1,6 +1,7 @@
 """Nearest memories by vector, correct under any filter: HNSW iterative scans, or an exact scan for small sets."""
 
 import logging
+from collections.abc import Sequence
 
 from django.core.exceptions import EmptyResultSet, FullResultSet
 from django.db import connection
@@ -8,7 +9,7 @@ from django.db.models import FloatField, Value
 from django.db.models.expressions import ExpressionWrapper
 from pgvector.django import CosineDistance
 
-from memories.embedders import vector_literal
+from memories.embedders import vector_array_literal
 
 logger = logging.getLogger(__name__)
 
@@ -18,20 +19,25 @@ logger = logging.getLogger(__name__)
 # within hnsw.max_scan_tuples (20,000) as long as 1 row in 1,000 passes the filter (at 100k memories).
 EXACT_SCAN_BELOW = 100
 
-# Both plans in one statement. ``few`` holds up to EXACT_SCAN_BELOW ids that pass the filter (one
-# pass, shared by both branches); if it is full the set is large and the first branch walks the HNSW
-# index, else the second ranks those few rows exactly ("+ 0": an expression no index can serve).
-# PostgreSQL evaluates each branch's gate once and skips the other branch. Raw SQL because the ORM
-# cannot share one materialised subquery between the two branches.
-NEAREST_SQL = """
-WITH few AS MATERIALIZED (SELECT id FROM memories_memory WHERE {where} LIMIT %(few)s)
-(SELECT id, embedding <=> %(vector)s::vector AS distance, false AS exact FROM memories_memory
- WHERE {where} AND (SELECT count(*) FROM few) >= %(few)s ORDER BY distance LIMIT %(limit)s)
-UNION ALL
-(SELECT m.id, (m.embedding <=> %(vector)s::vector) + 0 AS distance, true AS exact
- FROM memories_memory m JOIN few ON few.id = m.id
- WHERE (SELECT count(*) FROM few) < %(few)s ORDER BY distance LIMIT %(limit)s)
-"""
+# Both plans in one statement, for every query vector of one filter. ``few`` holds up to
+# EXACT_SCAN_BELOW ids that pass the filter (one pass, shared by both branches and all vectors); if it
+# is full the set is large and the first branch walks the HNSW index, else the second ranks those few
+# rows exactly ("+ 0": an expression no index can serve). PostgreSQL evaluates each gate once and
+# skips the other branch. Each vector is one row of ``q``; the LATERAL join runs the branches once
+# per vector, with the vector as the index scan's ordering key, and keeps a vector with no rows (one
+# row, id NULL) so that ``exact`` says an empty small set was searched completely. Raw SQL because the
+# ORM cannot share one materialised subquery between the two branches, nor join a subquery laterally.
+FEW_SQL = "few{g} AS MATERIALIZED (SELECT id FROM memories_memory WHERE {where} LIMIT %(few)s)"
+BRANCH_SQL = """
+SELECT q.i, n.id, n.distance, (SELECT count(*) FROM few{g}) < %(few)s AS exact
+FROM unnest(%(v{g})s::vector[], %(i{g})s::int[]) AS q(v, i) LEFT JOIN LATERAL (
+ (SELECT id, embedding <=> q.v AS distance FROM memories_memory
+  WHERE {where} AND (SELECT count(*) FROM few{g}) >= %(few)s ORDER BY distance LIMIT %(limit)s)
+ UNION ALL
+ (SELECT m.id, (m.embedding <=> q.v) + 0 AS distance
+  FROM memories_memory m JOIN few{g} ON few{g}.id = m.id
+  WHERE (SELECT count(*) FROM few{g}) < %(few)s ORDER BY distance LIMIT %(limit)s)
+) n ON true"""
 
 
 def nearest_memories(*, candidates, embedding, limit: int, min_similarity: float = -1.0) -> list[tuple[int, float]]:
@@ -44,41 +50,78 @@ def nearest_memories(*, candidates, embedding, limit: int, min_similarity: float
     WHERE clause, so the index scan stops after ``limit`` rows instead of searching the graph for
     rows that pass the floor.
     """
-    rows = _both_plans(candidates=candidates, embedding=embedding, limit=limit)
-    if len(rows) < limit and not any(was_exact for _, _, was_exact in rows):
-        logger.info("nearest memories: the index scan returned %d of %d rows; ranking exactly", len(rows), limit)
-        exact = ExpressionWrapper(CosineDistance("embedding", embedding) + Value(0.0), output_field=FloatField())
-        ranked = candidates.annotate(distance=exact).order_by("distance").values_list("pk", "distance")[:limit]
-        rows = [(pk, distance, True) for pk, distance in ranked]
-    rows.sort(key=lambda row: (row[1], row[0]))  # relaxed_order scans may return rows slightly out of order
-    return [(pk, 1 - d) for pk, d, _ in rows if 1 - d >= min_similarity]
+    return nearest_memories_many(searches=[(candidates, embedding)], limit=limit, min_similarity=min_similarity)[0]
 
 
-def table_where(queryset) -> tuple[str, list] | None:
+def nearest_memories_many(
+    *, searches: Sequence[tuple[object, object]], limit: int, min_similarity: float = -1.0
+) -> list[list[tuple[int, float]]]:
+    """``nearest_memories`` for each (candidates, embedding) pair, in one statement; one result list per pair.
+
+    Pairs with the same filter share its ``few`` probe, so a batch of items of one scope costs one
+    pass over that scope plus one index (or exact) search per vector.
+    """
+    compiled: dict[int, tuple[str, list] | None] = {}  # a queryset passed with many vectors is compiled once
+    wheres = []
+    for candidates, _ in searches:
+        if id(candidates) not in compiled:
+            compiled[id(candidates)] = table_where(candidates)
+        wheres.append(compiled[id(candidates)])
+    groups: dict[object, tuple[str, list, list[int]]] = {}
+    for index, where in enumerate(wheres):
+        if where is None:  # nothing can pass the filter
+            continue
+        key = (where[0], tuple(where[1]))
+        try:
+            hash(key)
+        except TypeError:  # unhashable parameters: a group of its own
+            key = index
+        groups.setdefault(key, (*where, []))[2].append(index)
+    rows: list[list[tuple[int, float]]] = [[] for _ in searches]
+    exact = [False] * len(searches)  # ranked exactly (a small set): then ``rows`` holds all there is
+    if groups:
+        ctes, branches = [], []
+        params: dict = {"few": EXACT_SCAN_BELOW, "limit": limit}
+        for g, (where, where_params, indexes) in enumerate(groups.values()):
+            names = {f"g{g}w{k}": value for k, value in enumerate(where_params)}
+            # The WHERE clause comes with %s placeholders; the statement uses named ones.
+            named = where.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names)
+            ctes.append(FEW_SQL.format(g=g, where=named))
+            branches.append(BRANCH_SQL.format(g=g, where=named))
+            params.update(names)
+            params[f"v{g}"] = vector_array_literal([searches[i][1] for i in indexes])
+            params[f"i{g}"] = indexes
+        sql = f"WITH {', '.join(ctes)}\n" + "\nUNION ALL\n".join(branches)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            for index, pk, distance, was_exact in cursor.fetchall():
+                exact[index] = was_exact
+                if pk is not None:
+                    rows[index].append((pk, float(distance)))
+    results = []
+    for (candidates, embedding), where, found, was_exact in zip(searches, wheres, rows, exact, strict=True):
+        if where is not None and not was_exact and len(found) < limit:
+            logger.info("nearest memories: the index scan returned %d of %d rows; ranking exactly", len(found), limit)
+            distance = ExpressionWrapper(CosineDistance("embedding", embedding) + Value(0.0), output_field=FloatField())
+            found = list(
+                candidates.annotate(distance=distance).order_by("distance").values_list("pk", "distance")[:limit]
+            )
+        found.sort(key=lambda row: (row[1], row[0]))  # relaxed_order scans may return rows slightly out of order
+        results.append([(pk, 1 - d) for pk, d in found if 1 - d >= min_similarity])
+    return results
+
+
+def table_where(candidates) -> tuple[str, list] | None:
     """The WHERE clause (SQL with %s placeholders, params) of a Memory queryset that filters on the table's own
     columns, for raw SQL on memories_memory; None when nothing can match."""
-    query = queryset.query
+    query = candidates.query
     if sum(1 for count in query.alias_refcount.values() if count) > 1:  # joins the filter did not trim
-        raise ValueError("Only a filter on the memories table's own columns fits here (no joins).")
-    compiler = query.get_compiler(using=queryset.db)
+        raise ValueError("nearest_memories needs a filter on the memories table's own columns (no joins).")
+    compiler = query.get_compiler(using=candidates.db)
     try:
         where, params = compiler.compile(query.where)
     except EmptyResultSet:
         return None
     except FullResultSet:
-        return "TRUE", []
+        where, params = "TRUE", []
     return where or "TRUE", list(params)
-
-
-def _both_plans(*, candidates, embedding, limit: int) -> list[tuple[int, float, bool]]:
-    found = table_where(candidates)
-    if found is None:
-        return []
-    where, params = found
-    # The WHERE clause comes with %s placeholders; the statement uses named ones.
-    names = {f"w{i}": value for i, value in enumerate(params)}
-    where = where.replace("%%", "%%%%") % tuple(f"%({name})s" for name in names)
-    sql = NEAREST_SQL.format(where=where)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {**names, "few": EXACT_SCAN_BELOW, "vector": vector_literal(embedding), "limit": limit})
-        return [(pk, float(distance), exact) for pk, distance, exact in cursor.fetchall()]

@@ -1,8 +1,8 @@
 """Extraction (job ``memory.extract``): an ended conversation's facts, preferences and summary become memories.
 
-One LLM call (role ``memory`` of the AI router), a validated answer, and every item through
-``memory_store`` in one transaction: forget blocks drop items (``skipped_forgotten``) and then the
-summary is left out; duplicates merge. A run holds a Postgres advisory lock on the conversation,
+One LLM call (role ``memory`` of the AI router), a validated answer, and all items through
+``memory_store_batch`` in one transaction: forget blocks drop items (``skipped_forgotten``) and then
+the summary is left out; duplicates merge. A run holds a Postgres advisory lock on the conversation,
 so parallel runs and retries do the work once; the conversation row is locked while its state changes.
 """
 
@@ -25,7 +25,7 @@ from justai_memory.errors import ApplicationError
 from memories.models import Provenance, Scope, Source
 from memories.selectors.privacy import memories_allowed_for
 from memories.services.embeddings import active_embedder
-from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import EXTRACTION_SCHEMA, ExtractedItem, Extraction, MalformedAnswer, extraction_parse
 from transcripts.selectors import (
@@ -245,7 +245,7 @@ def _draft(item: ExtractedItem, conversation: Conversation) -> MemoryDraft:
 
 
 def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
-    """Store every item (batch-embedded once); a forget block drops the item and then the summary."""
+    """Store every item (embedded once, stored as one batch); a forget block drops the item and then the summary."""
     embedder = active_embedder()
     texts = [item.content for item in extraction.items]
     if extraction.summary:
@@ -260,8 +260,13 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
         "skipped_forgotten": 0,
         "memory_ids": [],
     }
-    for item, vector in zip(extraction.items, vectors, strict=False):
-        result = memory_store(draft=_draft(item, conversation), actor=ACTOR, embedding=vector, embedder=embedder)
+    results = memory_store_batch(
+        drafts=[_draft(item, conversation) for item in extraction.items],
+        actor=ACTOR,
+        embeddings=vectors[: len(extraction.items)],
+        embedder=embedder,
+    )
+    for item, result in zip(extraction.items, results, strict=True):
         if result.outcome == StoreOutcome.BLOCKED:
             stats["skipped_forgotten"] += 1
             continue
