@@ -2,10 +2,10 @@
 
 from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db.models import F, QuerySet
-from pgvector.django import CosineDistance
 
 from memories.languages import text_search_config
 from memories.models import Memory
+from memories.selectors.nearest import nearest_memories
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50  # per path; the fused list holds at most twice as many
@@ -34,12 +34,18 @@ def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int 
     queryset = Memory.objects.all() if queryset is None else queryset
     embedder = active_embedder()
     vector = embedder.embed_query(query)
-    by_meaning = list(
-        queryset.alias(distance=CosineDistance("embedding", vector))
-        .filter(distance__lte=1 - embedder.thresholds.recall_min)
-        .order_by("distance", "pk")
-        .values_list("pk", flat=True)[:limit]
-    )
+    # The admin's queryset may carry joins (list filters); nearest_memories needs the table's own
+    # columns, so it gets the same rows as an id subquery. It also keeps the threshold out of the
+    # HNSW scan (a threshold inside the scan walks the graph when few rows pass it).
+    by_meaning = [
+        pk
+        for pk, _ in nearest_memories(
+            candidates=Memory.objects.filter(pk__in=queryset.order_by().values("pk")),
+            embedding=vector,
+            limit=limit,
+            min_similarity=embedder.thresholds.recall_min,
+        )
+    ]
     languages = queryset.order_by().values_list("language", flat=True).distinct()
     words = keyword_query(query=query, languages=list(languages))
     by_words = list(
