@@ -146,7 +146,12 @@ class Memory(models.Model):
     )
     room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="memories")
     about = models.ForeignKey(
-        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="memories_about"
+        "people.Person",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="memories_about",
+        db_index=False,  # memory_about_idx leads with it
     )
     subject = models.CharField(max_length=200, blank=True, help_text="Normalised subject, for contradictions.")
     predicate = models.CharField(max_length=200, blank=True, help_text="Normalised predicate, for contradictions.")
@@ -178,6 +183,9 @@ class Memory(models.Model):
             ),
             GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
             models.Index(fields=["scope", "owner", "room"], name="memory_visibility_idx"),
+            # Recall's memories about the speaker, newest first in index order. Only columns that never
+            # change once set: an index on importance or dates would make their updates non-HOT.
+            models.Index(fields=["about", "id"], name="memory_about_idx"),
             models.Index(fields=["subject", "predicate"], name="memory_contradiction_idx"),
             models.Index(fields=["source_ref"], name="memory_source_ref_idx"),
         ]

@@ -7,14 +7,12 @@ from datetime import date
 
 from django.conf.locale import LANG_INFO
 from django.db import connection
-from django.db.models import F, FloatField, Value
-from django.db.models.expressions import ExpressionWrapper
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from justai_memory.errors import ApplicationError
+from memories.embedders import vector_literal
 from memories.languages import text_search_config
-from memories.models import Memory
+from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
@@ -83,10 +81,11 @@ ANY_LEXEME_SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\
         ) words ORDER BY lexeme LIMIT %s
     ) lexemes WHERE lexeme <> ALL(%s::text[]))"""
 MAX_QUERY_LEXEMES = 64
-# Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column) put in
-# more than this many memories do not select rows, they only rank them: a common word ("super",
-# "anna") would otherwise make the keyword path rank thousands of memories before every answer.
-FREQUENT_LEXEME_ROWS = 500
+# Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column, up to
+# 10,000 of them: see migration 0005) put in more than this many memories do not select rows, they
+# only rank them: a common word ("super", "anna") would otherwise make the keyword path rank
+# thousands of memories before every answer. Each selecting lexeme brings at most this many rows.
+FREQUENT_LEXEME_ROWS = 250
 FREQUENT_LEXEMES_SQL = """
 SELECT e.lexeme FROM pg_stats s
 CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, frequency)
@@ -96,15 +95,14 @@ AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
 """
 FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
 _frequent_lexemes: dict[str, tuple[float, frozenset[str], str]] = {}
-# The matches are collected first (GIN index) and the visibility filter applied to them: left to
-# itself, PostgreSQL ANDs the match bitmap with a visibility bitmap of every shared memory, which
-# costs more than the whole rest of the query. Raw SQL because the ORM cannot fence a subquery.
+# The GIN index finds the matches and the visibility filter is checked on each of them, in the same
+# pass over the heap. "IS TRUE" keeps the filter away from the visibility index: left to itself,
+# PostgreSQL ANDs the match bitmap with a bitmap of every shared memory, which costs more than the
+# whole rest of the query. Raw SQL: the tsquery is built inside the statement (ANY_LEXEME_SQL).
 KEYWORD_SQL = """
-WITH matched AS MATERIALIZED (SELECT id FROM memories_memory WHERE search_vector @@ {match})
-SELECT memories_memory.id, memories_memory.language
-FROM matched JOIN memories_memory ON memories_memory.id = matched.id
-WHERE {where}
-ORDER BY ts_rank(memories_memory.search_vector, {rank}) DESC, memories_memory.id DESC
+SELECT id, language FROM memories_memory
+WHERE search_vector @@ {match} AND ({where}) IS TRUE
+ORDER BY ts_rank(search_vector, {rank}) DESC, id DESC
 LIMIT %s
 """
 
@@ -176,28 +174,38 @@ def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> l
     return [pk for pk in order if pk in kept]
 
 
+# The window is read in the order of the index on (about, id) and stops after ABOUT_SPEAKER_WINDOW
+# rows; the visibility filter and the distance apply to those rows only. Raw SQL because the ORM
+# cannot select from a subquery, and an "id IN (window)" join reads every row twice.
+ABOUT_SPEAKER_SQL = """
+SELECT id, embedding <=> %s::vector AS distance
+FROM (
+    SELECT * FROM memories_memory
+    WHERE about_id = %s AND id <> ALL(%s)
+    ORDER BY id DESC
+    LIMIT %s
+) AS memories_memory
+WHERE ({where}) IS TRUE
+ORDER BY distance, id
+LIMIT %s
+"""
+
+
 def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) -> list[tuple[int, float]]:
     """(id, similarity) of the visible memories about a known speaker nearest to the query, leaving out ``exclude``.
 
     Bounded work however much the household knows about a person: ranked exactly among the
-    ABOUT_SPEAKER_WINDOW most important (then newest) memories about them, of which the visible
-    active ones count.
+    ABOUT_SPEAKER_WINDOW memories about them stored last, of which the visible active ones count.
+    (Older ones still come through the vector and keyword paths when the question is about them.)
     """
-    window = (
-        Memory.objects.filter(about=speaker)
-        .exclude(pk__in=exclude)
-        .order_by("-importance", "-valid_at", "-pk")
-        .values("pk")[:ABOUT_SPEAKER_WINDOW]
-    )
-    # "+ 0": ranked exactly among the window, never by the HNSW index.
-    distance = ExpressionWrapper(CosineDistance("embedding", embedding) + Value(0.0), output_field=FloatField())
-    rows = (
-        candidates.filter(pk__in=window)
-        .annotate(distance=distance)
-        .order_by("distance", "pk")
-        .values_list("pk", "distance")[:ABOUT_SPEAKER_MAX]
-    )
-    return [(pk, 1 - d) for pk, d in rows]
+    where = table_where(candidates)
+    if where is None:
+        return []
+    sql = ABOUT_SPEAKER_SQL.format(where=where[0])
+    params = [vector_literal(embedding), speaker.pk, exclude, ABOUT_SPEAKER_WINDOW, *where[1], ABOUT_SPEAKER_MAX]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(pk, 1 - distance) for pk, distance in cursor.fetchall()]
 
 
 def _query_languages(*, conversation, speaker) -> list[str]:
@@ -251,8 +259,8 @@ def memory_recall(
 ) -> RecallResult:
     """Memories for the assistant's next answer, the prompt block and the working memory.
 
-    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (one
-    UPDATE) unless ``record_access`` is False (the admin's preview).
+    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (by the
+    statement that loads them) unless ``record_access`` is False (the admin's preview).
     """
     query = (query or "").strip()
     if not query:
@@ -292,55 +300,57 @@ def memory_recall(
         ids += [
             pk for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
         ]
-    memories = _load(ids=ids, embedding=embedding)
-    if record_access and memories:
-        _record_access(ids=[m.id for m in memories])
+    memories = _load(ids=ids, embedding=embedding, record_access=record_access) if ids else []
     return RecallResult(
         memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
     )
 
 
-# One statement: the bump, and an asynchronous commit of it (set_config(..., true) lasts until the end
-# of the statement's own transaction). A count lost in a crash does no harm, and recall does not wait
-# for the disk before every answer. Neither column is indexed, so it is a HOT update (see migration 0002).
-RECORD_ACCESS_SQL = (
+# The recalled memories with their similarity to the query, in one statement with the access bump
+# when there is one (UPDATE ... RETURNING). Outside a transaction the bump commits asynchronously
+# (set_config(..., true) lasts until the end of the statement's own transaction): a count lost in a
+# crash does no harm, and recall does not wait for the disk before every answer. Inside a caller's
+# transaction it is a plain UPDATE, so the caller's commit stays synchronous. Neither column is
+# indexed, so the update is HOT (see migration 0002).
+LOAD_COLUMNS = "id, content, language, kind, provenance, scope, valid_at, 1 - (embedding <=> %s::vector)"
+LOAD_SQL = f"SELECT {LOAD_COLUMNS} FROM memories_memory WHERE id = ANY(%s)"
+LOAD_AND_RECORD_ACCESS_SQL = (
     "UPDATE memories_memory SET access_count = access_count + 1, last_accessed_at = %s "
-    "WHERE id = ANY(%s) AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
+    "WHERE id = ANY(%s){asynchronous} RETURNING " + LOAD_COLUMNS
 )
+ASYNCHRONOUS_COMMIT = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
-def _record_access(*, ids: list[int]) -> None:
-    """Bump access_count and last_accessed_at of these memories, in one UPDATE.
+def _load(*, ids: list[int], embedding, record_access: bool) -> list[RecalledMemory]:
+    """The recalled memories in ``ids`` order, each with its similarity to the query.
 
-    Inside a caller's transaction it is a plain UPDATE: the caller's commit stays synchronous.
+    With ``record_access`` their access_count and last_accessed_at are bumped by the same statement.
     """
-    if connection.in_atomic_block:
-        Memory.objects.filter(pk__in=ids).update(access_count=F("access_count") + 1, last_accessed_at=timezone.now())
-        return
+    vector = vector_literal(embedding)
+    if record_access:
+        asynchronous = "" if connection.in_atomic_block else ASYNCHRONOUS_COMMIT
+        sql = LOAD_AND_RECORD_ACCESS_SQL.format(asynchronous=asynchronous)
+        params = [timezone.now(), ids, vector]
+    else:
+        sql, params = LOAD_SQL, [vector, ids]
     with connection.cursor() as cursor:
-        cursor.execute(RECORD_ACCESS_SQL, [timezone.now(), ids])
-
-
-def _load(*, ids: list[int], embedding) -> list[RecalledMemory]:
-    """The recalled memories in ``ids`` order, each with its similarity to the query."""
-    rows = (
-        Memory.objects.filter(pk__in=ids)
-        .annotate(similarity=1 - CosineDistance("embedding", embedding))
-        .only("pk", "content", "language", "kind", "provenance", "scope", "valid_at")
-    )
-    by_id = {m.pk: m for m in rows}
+        cursor.execute(sql, params)
+        by_id = {row[0]: row for row in cursor.fetchall()}
     return [
         RecalledMemory(
-            id=m.pk,
-            content=m.content,
-            language=m.language,
-            kind=m.kind,
-            label=m.label,
-            provenance=m.provenance,
-            scope=m.scope,
-            date=timezone.localdate(m.valid_at),
-            score=round(float(m.similarity), 4),
+            id=pk,
+            content=content,
+            language=language,
+            kind=kind,
+            label=PROVENANCE_LABELS[provenance],
+            provenance=provenance,
+            scope=scope,
+            date=timezone.localdate(valid_at),
+            score=round(float(similarity), 4),
         )
-        for m in (by_id.get(pk) for pk in ids)
-        if m is not None  # forgotten between the search and the load
+        for pk, content, language, kind, provenance, scope, valid_at, similarity in (
+            by_id[pk]
+            for pk in ids
+            if pk in by_id  # forgotten between the search and the load
+        )
     ]

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from conftest import one_hot
@@ -14,6 +14,7 @@ from memories.selectors import nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
 from memories.selectors.recall import (
+    about_speaker_hits,
     fuse,
     keyword_hits,
     memory_recall,
@@ -160,6 +161,16 @@ def test_frequent_words_rank_but_do_not_select(fresh_lexeme_statistics):
     assert [pk for pk, _ in hits] == [margherita.pk, plain.pk]
 
 
+def test_analyze_tracks_enough_lexemes_to_know_the_frequent_ones():
+    # The default target keeps 1,000 lexemes: at 100k memories too few to find all in > FREQUENT_LEXEME_ROWS.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attstattarget FROM pg_attribute "
+            "WHERE attrelid = 'memories_memory'::regclass AND attname = 'search_vector'"
+        )
+        assert cursor.fetchone()[0] == 1000
+
+
 def test_fusion_keeps_the_best_half_of_each_path_and_same_language_agreement_rises():
     vector = list(range(1, 11))
     keyword = [(pk, True) for pk in range(11, 21)]
@@ -182,6 +193,52 @@ def test_memories_about_a_known_speaker_are_added_but_only_visible_ones():
 
     assert ids(recall("Where is the cellar key?", speaker=anna, room=room, limit=1)) == [hit.pk, about_anna.pk]
     assert ids(recall("Where is the cellar key?", speaker=None, room=room, limit=1)) == [hit.pk]
+
+
+def test_memories_about_the_speaker_come_from_the_window_of_those_stored_last(monkeypatch):
+    monkeypatch.setattr(recall_selectors, "ABOUT_SPEAKER_WINDOW", 3)
+    monkeypatch.setattr(recall_selectors, "ABOUT_SPEAKER_MAX", 2)
+    room, anna = RoomFactory(), PersonFactory()
+    # Stored first and nearest to the query, but outside the window of the 3 stored last.
+    oldest = MemoryFactory(content="Anna once lived in Rome", about=anna, embedding=one_hot(1))
+    near = MemoryFactory(content="Anna collects stamps", about=anna, embedding=one_hot(1) + one_hot(2))
+    runs = MemoryFactory(content="Anna runs on Sundays", about=anna, embedding=one_hot(3))
+    MemoryFactory(
+        content="Anna's gift is in the attic",
+        about=anna,
+        embedding=one_hot(1),
+        scope=Scope.PRIVATE,
+        owner=PersonFactory(),
+    )
+    candidates = recall_candidates(speaker=anna, room=room)
+
+    hits = about_speaker_hits(candidates=candidates, speaker=anna, embedding=one_hot(1), exclude=[])
+
+    # The window is the 3 stored last; the invisible one takes its place in it but is never returned.
+    assert [pk for pk, _ in hits] == [near.pk, runs.pk]
+    assert hits[0][1] == pytest.approx(1 / np.sqrt(2), abs=1e-6)
+    # Excluded memories (already recalled) leave the window, which then reaches one further back.
+    hits = about_speaker_hits(candidates=candidates, speaker=anna, embedding=one_hot(1), exclude=[near.pk])
+    assert [pk for pk, _ in hits] == [oldest.pk, runs.pk]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_access_bump_and_load_are_one_statement_committed_asynchronously_outside_a_transaction():
+    room = RoomFactory()
+    found = MemoryFactory(content="The cellar key is in the blue tin")
+    with CaptureQueriesContext(connection) as queries:
+        result = recall("cellar key", room=room)
+    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert "RETURNING" in update and "synchronous_commit" in update
+    assert ids(result) == [found.pk] and result.memories[0].content == found.content
+
+    # In a caller's transaction the bump must not make the caller's own commit asynchronous.
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        recall("cellar key", room=room)
+    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    assert "synchronous_commit" not in update
+    found.refresh_from_db()
+    assert found.access_count == 2
 
 
 def test_access_count_is_bumped_for_what_is_returned_in_one_update():
