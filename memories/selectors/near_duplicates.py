@@ -3,6 +3,7 @@
 For each active memory, its few nearest active memories come from the HNSW index (``ORDER BY
 embedding <=> m.embedding LIMIT k`` in a LATERAL subquery, a batch of memories per statement); the
 pairs within the duplicate threshold and of the same scope, owner and room are the candidates.
+Memories whose search did not find themselves are searched again in a second graph (binary_index).
 The queries only read, so on a large table they run on two connections in parallel (PostgreSQL
 will not run a LIMIT subquery in its own parallel workers). The caller judges the candidates again
 under lock (``pairs_within``): the data may change between the search and the merge.
@@ -16,7 +17,9 @@ from contextlib import contextmanager
 
 from django.db import DatabaseError, connection
 
+from memories import binary_index
 from memories.models import Memory
+from memories.services.embeddings import embedding_column_dim
 
 # Nearest neighbours fetched per memory (itself included). Duplicates are a memory's very nearest
 # rows, so a handful is enough; a memory whose k nearest are all near-identical is asked again for
@@ -24,10 +27,14 @@ from memories.models import Memory
 NEIGHBOURS = 4
 NEIGHBOURS_CROWDED = 64
 # HNSW search breadth: the cost grows with it. The query is a memory's own vector, so a search
-# that does not return the memory itself got lost in the graph (~7 % at 100k); only those are
-# searched again, wider and wider. Recall's own setting (HNSW_EF_SEARCH) is restored afterwards.
+# that does not return the memory itself got lost in the graph (~7 % at 100k memories, none at
+# 10k). Only those are searched again: first in the second graph of binary_index (its own graph,
+# so mostly not lost in the same place; 9 in 10 found at the cost of a plain search), then what is
+# still lost with a wide search of the vector index. Searching them all again in the vector index
+# instead, wider and wider, cost a quarter of a 100k run. Recall's own setting is restored afterwards.
 EF_SEARCH = 16
-EF_SEARCH_RETRIES = (40, 100)
+EF_SEARCH_BINARY = 16
+EF_SEARCH_LAST = 100
 BATCH_SIZE = 1000
 WORKERS = 2
 PARALLEL_FROM = 5000  # active memories; below this one connection is quick enough
@@ -35,6 +42,8 @@ PARALLEL_FROM = 5000  # active memories; below this one connection is quick enou
 # Scope, owner, room and the threshold are checked outside the subquery: inside, they would make the
 # planner drop the vector index, or make pgvector's iterative scan hunt for rows that do not exist
 # (most memories have no duplicate) at many times the cost.
+# ``{order}`` is the ordering the index serves: cosine distance (the vector index) or Hamming
+# distance of the sign bits (binary_index); the threshold is always checked on the vectors.
 NEIGHBOURS_SQL = """
 SELECT m.id, n.id,
        n.scope = m.scope AND n.owner_id IS NOT DISTINCT FROM m.owner_id AND n.room_id IS NOT DISTINCT FROM m.room_id
@@ -43,11 +52,21 @@ CROSS JOIN LATERAL (
     SELECT c.id, c.scope, c.owner_id, c.room_id, c.embedding <=> m.embedding AS distance
     FROM memories_memory c
     WHERE c.status = 'active'
-    ORDER BY c.embedding <=> m.embedding
+    ORDER BY {order}
     LIMIT %(k)s
 ) n
 WHERE m.id = ANY(%(ids)s) AND n.distance <= %(max_distance)s
 """
+VECTOR_ORDER = "c.embedding <=> m.embedding"
+
+
+def neighbours_sql(*, binary_dim: int | None = None) -> str:
+    """NEIGHBOURS_SQL ordered for the vector index, or for binary_index at ``binary_dim`` dimensions."""
+    if binary_dim is None:
+        return NEIGHBOURS_SQL.format(order=VECTOR_ORDER)
+    order = f"{binary_index.expression('c', binary_dim)} <~> {binary_index.expression('m', binary_dim)}"
+    return NEIGHBOURS_SQL.format(order=order)
+
 
 PAIRS_WITHIN_SQL = """
 SELECT p.a, p.b
@@ -108,29 +127,32 @@ class _Search:
         self.stage: str | None = None
         self._lock = threading.Lock()
 
-    def run(self, ids: list[int], *, k: int, ef_search: int, stage: str | None = None) -> None:
-        """Search the neighbours of ``ids``; on WORKERS connections when parallel."""
+    def run(
+        self, ids: list[int], *, k: int, ef_search: int, stage: str | None = None, binary_dim: int | None = None
+    ) -> None:
+        """Search the neighbours of ``ids`` (in binary_index when ``binary_dim``); on WORKERS connections when parallel."""
         self.lost, self.crowded, self.done, self.total, self.stage = [], [], 0, len(ids), stage
+        sql = neighbours_sql(binary_dim=binary_dim)
         batches = list(_batches(ids))
         if self.parallel and len(batches) > 1:
             slices = [batches[i::WORKERS] for i in range(WORKERS)]
             with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-                for _ in pool.map(lambda part: self._search_on_own_connection(part, k, ef_search), slices):
+                for _ in pool.map(lambda part: self._search_on_own_connection(sql, part, k, ef_search), slices):
                     pass  # re-raises a worker's exception
         else:
-            self._search(batches, k, ef_search)
+            self._search(sql, batches, k, ef_search)
 
-    def _search_on_own_connection(self, batches: list[list[int]], k: int, ef_search: int) -> None:
+    def _search_on_own_connection(self, sql: str, batches: list[list[int]], k: int, ef_search: int) -> None:
         # A worker thread: Django gives it its own connection, closed here.
         try:
-            self._search(batches, k, ef_search)
+            self._search(sql, batches, k, ef_search)
         finally:
             connection.close()
 
-    def _search(self, batches: list[list[int]], k: int, ef_search: int) -> None:
+    def _search(self, sql: str, batches: list[list[int]], k: int, ef_search: int) -> None:
         with connection.cursor() as cursor, _search_settings(cursor, ef_search):
             for batch in batches:
-                cursor.execute(NEIGHBOURS_SQL, {"k": k, "ids": batch, "max_distance": 1 - self.threshold})
+                cursor.execute(sql, {"k": k, "ids": batch, "max_distance": 1 - self.threshold})
                 rows = cursor.fetchall()
                 found_itself = {a for a, b, _ in rows if a == b}
                 others = Counter(a for a, b, _ in rows if a != b)
@@ -146,26 +168,34 @@ class _Search:
 def near_duplicate_pairs(*, threshold: float, progress: Callable[[str, int, int], None] | None = None) -> set[Pair]:
     """Pairs (low id, high id) of active memories, same scope/owner/room, with similarity >= ``threshold``.
 
-    Approximate like any HNSW search, but a search that misses the memory itself is repeated wider.
-    Runs on two connections when the table is large and the caller is outside a transaction
-    (other connections cannot see uncommitted rows).
+    Approximate like any HNSW search, but a search that misses the memory itself is repeated in the
+    second graph (binary_index), then wider. Runs on two connections when the table is large and
+    the caller is outside a transaction (other connections cannot see uncommitted rows).
     """
     ids = list(Memory.objects.active().order_by("pk").values_list("pk", flat=True))
     parallel = len(ids) >= PARALLEL_FROM and not connection.in_atomic_block
     search = _Search(threshold=threshold, parallel=parallel, progress=progress or (lambda *args: None))
     search.run(ids, k=NEIGHBOURS, ef_search=EF_SEARCH, stage="neighbours")
     crowded = search.crowded
-    for ef_search in EF_SEARCH_RETRIES:
-        if search.lost:
-            search.run(
-                sorted(search.lost),
-                k=NEIGHBOURS,
-                ef_search=ef_search,
-                stage=f"searching lost ones again (ef_search {ef_search})",
-            )
-            crowded += search.crowded
+    if search.lost:
+        search.run(
+            sorted(search.lost),
+            k=NEIGHBOURS,
+            ef_search=EF_SEARCH_BINARY,
+            stage="searching lost ones again (sign bits)",
+            binary_dim=embedding_column_dim(),
+        )
+        crowded += search.crowded
+    if search.lost:
+        search.run(
+            sorted(search.lost),
+            k=NEIGHBOURS,
+            ef_search=EF_SEARCH_LAST,
+            stage=f"searching lost ones again (ef_search {EF_SEARCH_LAST})",
+        )
+        crowded += search.crowded
     if crowded:
-        search.run(sorted(set(crowded)), k=NEIGHBOURS_CROWDED, ef_search=max(EF_SEARCH_RETRIES))
+        search.run(sorted(set(crowded)), k=NEIGHBOURS_CROWDED, ef_search=EF_SEARCH_LAST)
     return search.pairs
 
 

@@ -13,7 +13,7 @@ from django.utils.module_loading import import_string
 
 from justai_memory.errors import ApplicationError
 from justai_memory.schedules import SCHEDULES
-from memories import jobs
+from memories import binary_index, jobs
 from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Tombstone
 from memories.selectors import near_duplicates
 from memories.services import consolidate as consolidate_module
@@ -424,6 +424,42 @@ def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     consolidate()
     stale.refresh_from_db()
     assert (stale.status, stale.error) == ("failed", "Interrupted")
+
+
+def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_graph(monkeypatch):
+    # Make every vector-index search come back without the memory itself and with the farthest rows:
+    # what HNSW does when a search ends in the wrong part of its graph.
+    monkeypatch.setattr(near_duplicates, "VECTOR_ORDER", "c.id = m.id, c.embedding <=> m.embedding DESC")
+    kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(0))
+    merged = MemoryFactory(
+        content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(10)
+    )
+    for plane in range(1, 7):
+        MemoryFactory(content=f"Unrelated fact {plane}", embedding=at(0, plane))
+    stages = []
+
+    def progress(stage, done, total):
+        if done == total:
+            stages.append((stage, total))
+
+    run = memories_consolidate(started_by="test", progress=progress)
+
+    assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
+    assert ("neighbours", 8) in stages and ("searching lost ones again (sign bits)", 8) in stages
+    # Found there, the pair's memories are not lost any more; the six unrelated ones have no duplicate either way.
+    assert ("searching lost ones again (ef_search 100)", 0) not in stages
+
+
+def test_the_sign_bit_search_uses_its_index_built_for_the_column_dimension():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [binary_index.NAME])
+        assert "binary_quantize(embedding))::bit(512)" in cursor.fetchone()[0]
+        with near_duplicates._search_settings(cursor, near_duplicates.EF_SEARCH_BINARY):
+            cursor.execute(
+                "EXPLAIN " + near_duplicates.neighbours_sql(binary_dim=512),
+                {"k": 4, "ids": [1, 2], "max_distance": 0.1},
+            )
+            assert binary_index.NAME in "\n".join(row[0] for row in cursor.fetchall())
 
 
 @pytest.mark.django_db(transaction=True)
