@@ -1,10 +1,5 @@
-"""The admin pages that call services built on other branches: recall preview, consolidation, extraction.
+"""The admin pages that call the other apps' services: recall preview, consolidation, extraction."""
 
-Each test runs once its service is importable (after the lead merges the branches); until then it is
-skipped with the missing name as the reason.
-"""
-
-import importlib
 from datetime import timedelta
 
 import pytest
@@ -17,34 +12,9 @@ from justai_memory.errors import ApplicationError
 from memories.models import AuditEvent, ConsolidationRun, Memory, Scope
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
-from transcripts.admin import EXTRACT_JOB
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
-
-def missing(dotted: str) -> str | None:
-    """None when ``module.attribute`` can be imported, else what is missing."""
-    module, _, attribute = dotted.rpartition(".")
-    try:
-        if hasattr(importlib.import_module(module), attribute):
-            return None
-    except ImportError:
-        pass
-    return dotted
-
-
-RECALL = "memories.selectors.recall.memory_recall"
-CONSOLIDATE = "memories.services.consolidate.memories_consolidate"
-needs_recall = pytest.mark.skipif(bool(missing(RECALL)), reason=f"needs {RECALL} (recall branch)")
-needs_consolidate = pytest.mark.skipif(bool(missing(CONSOLIDATE)), reason=f"needs {CONSOLIDATE} (consolidation branch)")
-needs_extract = pytest.mark.skipif(bool(missing(EXTRACT_JOB)), reason=f"needs {EXTRACT_JOB} (extraction branch)")
-
-pytestmark = [
-    pytest.mark.django_db,
-    pytest.mark.skipif(
-        all(missing(name) for name in (RECALL, CONSOLIDATE, EXTRACT_JOB)),
-        reason=f"needs the services of the other branches: {RECALL}, {CONSOLIDATE}, {EXTRACT_JOB}",
-    ),
-]
+pytestmark = pytest.mark.django_db
 
 PREVIEW = reverse("admin:memories_memory_recall_preview")
 RUN = reverse("admin:memories_consolidationrun_run")
@@ -76,7 +46,6 @@ def preview(admin_client, *, query, room, speaker=None, conversation=None):
 # --- recall preview: the API's code path ---------------------------------------------------------
 
 
-@needs_recall
 def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, household):
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
     rows = response.context["rows"]
@@ -90,7 +59,6 @@ def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, house
     assert "blue tin" in response.content.decode()
 
 
-@needs_recall
 def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_client, household):
     response = preview(admin_client, query="blue tin key", room=household["kitchen"])
     ids = [row["id"] for row in response.context["rows"]]
@@ -98,7 +66,6 @@ def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_c
     assert household["private"].pk not in ids
 
 
-@needs_recall
 def test_the_preview_changes_nothing(admin_client, household):
     events = AuditEvent.objects.count()
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
@@ -108,7 +75,6 @@ def test_the_preview_changes_nothing(admin_client, household):
     assert AuditEvent.objects.count() == events
 
 
-@needs_recall
 def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_client, household):
     conversation = ConversationFactory(room=household["kitchen"], model_location="cloud")
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], conversation=conversation)
@@ -119,7 +85,6 @@ def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_c
 # --- consolidation: the button --------------------------------------------------------------------
 
 
-@needs_consolidate
 def test_run_consolidation_now_reports_the_runs_stats(admin_client, admin_user):
     MemoryFactory(content="The gate code is 4711")
     MemoryFactory(content="The gate code is 4711")
@@ -130,7 +95,6 @@ def test_run_consolidation_now_reports_the_runs_stats(admin_client, admin_user):
     assert f"Consolidation run #{run.pk}: merged {run.merged}, superseded {run.superseded}" in html
 
 
-@needs_consolidate
 def test_the_dry_run_button_changes_no_memory(admin_client):
     MemoryFactory(content="The gate code is 4711")
     MemoryFactory(content="The gate code is 4711")
@@ -140,7 +104,6 @@ def test_the_dry_run_button_changes_no_memory(admin_client):
     assert f"Dry run #{run.pk}: would merge" in response.content.decode()
 
 
-@needs_consolidate
 def test_a_run_while_another_is_going_shows_the_error(admin_client, monkeypatch):
     # Presentation only: the service's own tests hold the lock from a second connection.
     def already_running(**kwargs):
@@ -155,7 +118,6 @@ def test_a_run_while_another_is_going_shows_the_error(admin_client, monkeypatch)
 # --- extraction: the re-run action queues a job that exists ---------------------------------------
 
 
-@needs_extract
 def test_the_queued_re_run_is_the_real_extraction_job(admin_client, django_capture_on_commit_callbacks):
     now = timezone.now()
     conversation = ConversationFactory(started_at=now - timedelta(minutes=2), ended_at=now, extraction_status="failed")

@@ -1,42 +1,17 @@
 """The four live scenarios of the original system, in German, end to end through the internal API.
 
-They need the remember, recall, find_to_forget and forget endpoints (contract in the common brief),
-which are built on other branches: until those are merged these tests are skipped, then they run.
-The LLM is the fake OpenAI-compatible server; extraction runs as the queued job would.
+They go through the remember, recall, find_to_forget and forget endpoints and the conversation
+endpoints. The LLM is the fake OpenAI-compatible server; extraction runs as the queued job would.
 """
 
 import pytest
-from django.urls import Resolver404, resolve
 
 from memories.models import Memory, Tombstone
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation
 from transcripts.tests.fake_llm import extraction_answer
 
-CONTRACT_ROUTES = (
-    "/internal/v1/memories/remember",
-    "/internal/v1/recall",
-    "/internal/v1/memories/find_to_forget",
-    "/internal/v1/memories/forget",
-)
-
-
-def _contract_routes_registered() -> bool:
-    try:
-        for route in CONTRACT_ROUTES:
-            resolve(route)
-    except Resolver404:
-        return False
-    return True
-
-
-pytestmark = [
-    pytest.mark.django_db,
-    pytest.mark.skipif(
-        not _contract_routes_registered(),
-        reason="remember/recall/find_to_forget/forget endpoints are not registered yet (other branches)",
-    ),
-]
+pytestmark = pytest.mark.django_db
 
 KEY = "Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur"
 CODE = "Der Code für das Gartentor ist 4711"
