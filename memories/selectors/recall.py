@@ -1,7 +1,9 @@
 """Recall: what the assistant is told before every answer (hybrid search, the prompt block, working memory)."""
 
 import logging
+import re
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -94,7 +96,8 @@ WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.
 AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
 """
 FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
-_frequent_lexemes: dict[str, tuple[float, frozenset[str], str]] = {}
+_frequent_lexemes: dict[str, tuple[float, frozenset[str], dict[str, tuple[str, ...]]]] = {}
+WORD = re.compile(r"\w+")
 # The GIN index finds the matches and the visibility filter is checked on each of them, in the same
 # pass over the heap. "IS TRUE" keeps the filter away from the visibility index: left to itself,
 # PostgreSQL ANDs the match bitmap with a bitmap of every shared memory, which costs more than the
@@ -112,8 +115,8 @@ def frequent_lexemes() -> frozenset[str]:
     return _frequent()[0]
 
 
-def _frequent() -> tuple[frozenset[str], str]:
-    """The frequent lexemes, and the same as a PostgreSQL array literal (one short parameter, not a thousand)."""
+def _frequent() -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    """The frequent lexemes, and the same by their folded form (see ``frequent_lexemes_of``)."""
     key = connection.settings_dict["NAME"]
     cached = _frequent_lexemes.get(key)
     if cached is not None and cached[0] > time.monotonic():
@@ -121,10 +124,34 @@ def _frequent() -> tuple[frozenset[str], str]:
     with connection.cursor() as cursor:
         cursor.execute(FREQUENT_LEXEMES_SQL, {"rows": FREQUENT_LEXEME_ROWS})
         lexemes = frozenset(row[0] for row in cursor.fetchall())
-    quoted = ('"' + lexeme.replace("\\", "\\\\").replace('"', '\\"') + '"' for lexeme in sorted(lexemes))
-    literal = "{" + ",".join(quoted) + "}"
-    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes, literal)
-    return lexemes, literal
+    by_folded: dict[str, tuple[str, ...]] = {}
+    for lexeme in sorted(lexemes):
+        by_folded[_fold(lexeme)] = (*by_folded.get(_fold(lexeme), ()), lexeme)
+    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes, by_folded)
+    return lexemes, by_folded
+
+
+def _fold(text: str) -> str:
+    """Lower case without accents, umlauts or ß (as the stemmers fold them)."""
+    decomposed = unicodedata.normalize("NFKD", text.lower().replace("ß", "ss"))
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def frequent_lexemes_of(query: str) -> str:
+    """The frequent lexemes that the query's words can stem to, as a PostgreSQL array literal.
+
+    Sending all of them (thousands at 100k memories, ~30 kB) with every question cost about 1 ms of
+    quoting and parsing. A stem is the word or a beginning of it once both are folded (the English
+    stemmer's y -> i aside, covered too); a frequent lexeme this misses just selects like any other.
+    """
+    by_folded = _frequent()[1]
+    found: set[str] = set()
+    for word in {_fold(w) for w in WORD.findall(query)}:
+        for variant in {word, word[:-1] + "i"} if word.endswith("y") else {word}:
+            for end in range(1, len(variant) + 1):
+                found.update(by_folded.get(variant[:end], ()))
+    quoted = ('"' + lexeme.replace("\\", "\\\\").replace('"', '\\"') + '"' for lexeme in sorted(found))
+    return "{" + ",".join(quoted) + "}"
 
 
 def _any_lexeme(*, query: str, configs: list[str], exclude: str = "{}") -> tuple[str, list]:
@@ -142,7 +169,7 @@ def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) ->
     if where is None:
         return []
     configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
-    match_sql, match_params = _any_lexeme(query=query, configs=configs, exclude=_frequent()[1])
+    match_sql, match_params = _any_lexeme(query=query, configs=configs, exclude=frequent_lexemes_of(query))
     rank_sql, rank_params = _any_lexeme(query=query, configs=configs)
     sql = KEYWORD_SQL.format(match=match_sql, where=where[0], rank=rank_sql)
     with connection.cursor() as cursor:

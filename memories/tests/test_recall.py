@@ -161,6 +161,18 @@ def test_frequent_words_rank_but_do_not_select(fresh_lexeme_statistics):
     assert [pk for pk, _ in hits] == [margherita.pk, plain.pk]
 
 
+def test_only_the_frequent_lexemes_a_question_can_stem_to_are_sent_with_it(monkeypatch):
+    frequent = frozenset({"pizza", "citi", "haus", "ano", "studi", "4711", "garten", "küch"})
+    by_folded = {recall_selectors._fold(lexeme): (lexeme,) for lexeme in frequent}
+    monkeypatch.setattr(recall_selectors, "_frequent", lambda: (frequent, by_folded))
+
+    literal = recall_selectors.frequent_lexemes_of("Pizzas in the city? Häuser, años, studies, Code 4711, Küche")
+
+    # Stems are beginnings of the folded words (umlauts, accents, ß) and English y -> i is covered.
+    assert literal == '{"4711","ano","citi","haus","küch","pizza","studi"}'
+    assert recall_selectors.frequent_lexemes_of("Wo ist der Schlüssel?") == "{}"
+
+
 def test_analyze_tracks_enough_lexemes_to_know_the_frequent_ones():
     # The default target keeps 1,000 lexemes: at 100k memories too few to find all in > FREQUENT_LEXEME_ROWS.
     with connection.cursor() as cursor:
