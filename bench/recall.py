@@ -11,7 +11,7 @@ once as it is; every further memory is a variation of them: two sentences of one
 attribution prefix ("Laut Anna: ...") and a perturbed vector (similarity about 0.93 to the original).
 Memories are spread over 12 people and 8 rooms: private 45% (owner uniform), room 30%, shared 22%,
 system 3%; 5% superseded, 10% about a person; provenance confirmed/extracted/observed/inferred
-30/50/10/10. They are inserted with COPY, the HNSW and GIN indexes built afterwards, then ANALYZE;
+30/50/10/10. They are inserted with COPY, the HNSW and GIN indexes built afterwards, then VACUUM ANALYZE;
 300 tombstones (perturbed sentence vectors) exist while remember is measured. A newcomer has 7
 private memories and an attic 6 room memories, for the k-rows check.
 
@@ -196,26 +196,50 @@ class Corpus:
         with connection.cursor() as cursor:
             binary_index.create(cursor, dim=self.vectors.shape[1])
             cursor.execute("RESET maintenance_work_mem")
-            cursor.execute("ANALYZE memories_memory")
+            # VACUUM too: left to autovacuum, it would vacuum the freshly loaded table (and its HNSW
+            # index) in the background while the recalls are timed.
+            cursor.execute("VACUUM ANALYZE memories_memory")
         return time.perf_counter() - started
 
 
 @contextmanager
 def sql_timer():
-    """Sum the time spent in the database by every statement inside the block (list of one float)."""
+    """Sum the time spent in the database by every statement inside the block (list of one float, then a
+    dict of the seconds per kind of statement, see ``statement_kind``)."""
     from django.db import connection
 
-    spent = [0.0]
+    spent: list = [0.0, {}]
 
     def wrapper(execute, sql, params, many, context):
         t0 = time.perf_counter()
         try:
             return execute(sql, params, many, context)
         finally:
-            spent[0] += time.perf_counter() - t0
+            seconds = time.perf_counter() - t0
+            spent[0] += seconds
+            kind = statement_kind(sql)
+            spent[1][kind] = spent[1].get(kind, 0.0) + seconds
 
     with connection.execute_wrapper(wrapper):
         yield spent
+
+
+RECALL_STATEMENTS = ("vector", "keyword", "about the speaker", "load + access", "working memory", "other")
+
+
+def statement_kind(sql: str) -> str:
+    """Which of recall's statements this is (by markers of their SQL)."""
+    if "few0" in sql:
+        return "vector"
+    if "ts_rank" in sql:
+        return "keyword"
+    if "about_id = " in sql and "ORDER BY id DESC" in sql:
+        return "about the speaker"
+    if sql.startswith("UPDATE memories_memory SET access_count") or sql.startswith("SELECT id, content, language"):
+        return "load + access"
+    if "transcripts_turn" in sql:
+        return "working memory"
+    return "other"
 
 
 def summary(values: list[float]) -> str:
@@ -236,7 +260,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
             embed_ms.append((time.perf_counter() - t0) * 1000)
 
     embedder.embed_query = timed_embed
-    total, sql, returned = [], [], []
+    total, sql, returned, kinds = [], [], [], []
     try:
         for k in range(n + 20):
             language = LANGUAGES[k % 3]
@@ -252,10 +276,21 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)
                 sql.append(spent[0] * 1000)
+                kinds.append({kind: seconds * 1000 for kind, seconds in spent[1].items()})
                 returned.append(len(result.memories))
     finally:
         embedder.embed_query = original
-    return {"total": total, "sql": sql, "embed": embed_ms[20:], "returned": returned}
+    return {"total": total, "sql": sql, "kinds": kinds, "embed": embed_ms[20:], "returned": returned}
+
+
+def print_statement_breakdown(recall: dict) -> None:
+    """Each statement's p50/p95, and its mean share of the slowest 5 % of recalls (what makes the SQL p95)."""
+    slowest = sorted(range(len(recall["sql"])), key=lambda i: -recall["sql"][i])[: max(1, len(recall["sql"]) // 20)]
+    for kind in RECALL_STATEMENTS:
+        values = [k.get(kind, 0.0) for k in recall["kinds"]]
+        if any(values):
+            share = statistics.mean(values[i] for i in slowest)
+            print(f"    {kind:18s} {summary(values)}   mean in the slowest 5 %: {share:6.2f} ms")
 
 
 def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
@@ -481,6 +516,7 @@ def main() -> None:
             f"{statistics.mean(recall['returned']):.1f} memories returned on average)"
         )
         print(f"  SQL alone          {summary(recall['sql'])}")
+        print_statement_breakdown(recall)
         print(f"  query embedding    {summary(recall['embed'])}")
         print(
             f"remember end-to-end  {summary(remember['total'])}   ({args.remembers} remembers: "
