@@ -181,7 +181,8 @@ class Memory(models.Model):
                 ef_construction=64,
                 opclasses=["vector_cosine_ops"],
             ),
-            GinIndex(fields=["search_vector"], name="memory_search_vector_gin"),
+            # No pending list (migration 0007): every keyword search would scan it whole, up to 4 MB.
+            GinIndex(fields=["search_vector"], name="memory_search_vector_gin", fastupdate=False),
             models.Index(fields=["scope", "owner", "room"], name="memory_visibility_idx"),
             # Recall's memories about the speaker, newest first in index order. Only columns that never
             # change once set: an index on importance or dates would make their updates non-HOT.

@@ -183,6 +183,15 @@ def test_analyze_tracks_enough_lexemes_to_know_the_frequent_ones():
         assert cursor.fetchone()[0] == 1000
 
 
+def test_new_memories_go_straight_into_the_text_index_without_a_pending_list():
+    # A pending list is scanned whole by every keyword search (up to 4 MB) until it is flushed.
+    for n in range(20):
+        MemoryFactory(content=f"Neuer Eintrag im Kalender {n}", language="de", embedding=one_hot(n))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT gin_clean_pending_list('memory_search_vector_gin')")
+        assert cursor.fetchone()[0] == 0
+
+
 def test_fusion_keeps_the_best_half_of_each_path_and_same_language_agreement_rises():
     vector = list(range(1, 11))
     keyword = [(pk, True) for pk in range(11, 21)]
