@@ -336,6 +336,7 @@ def uses_hnsw() -> dict[str, bool]:
 STAGE_NAMES = {
     "neighbours": "neighbours",
     "searching lost ones again (sign bits)": "retry sign bits",
+    "searching lost ones again (sign bits, ef_search 100)": "retry sign bits ef100",
     "searching lost ones again (ef_search 100)": "retry ef100",
 }
 
@@ -426,7 +427,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--shared-buffers",
-        help="start the throwaway PostgreSQL with this shared_buffers (e.g. 1GB) instead of its default 128MB",
+        help="start the throwaway PostgreSQL with this shared_buffers (e.g. 1GB) instead of its default 512MB",
     )
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL") and not os.environ.get("BENCH_DB_DIR"):

@@ -446,8 +446,47 @@ def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_grap
 
     assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
     assert ("neighbours", 8) in stages and ("searching lost ones again (sign bits)", 8) in stages
-    # Found there, the pair's memories are not lost any more; the six unrelated ones have no duplicate either way.
-    assert ("searching lost ones again (ef_search 100)", 0) not in stages
+    # Found there, no memory is lost any more: no wider search follows.
+    assert [stage for stage, _ in stages if "ef_search" in stage] == []
+
+
+def test_memories_both_graphs_lose_at_first_are_searched_again_wider(monkeypatch):
+    # Every vector-index search is lost, and so is every sign-bit search at the first, narrow
+    # breadth (self last, farthest rows first); only the wide sign-bit search finds its way.
+    monkeypatch.setattr(near_duplicates, "VECTOR_ORDER", "c.id = m.id, c.embedding <=> m.embedding DESC")
+    narrow = near_duplicates.neighbours_sql
+
+    def lost_when_narrow(*, binary_dim=None):
+        sql = narrow(binary_dim=binary_dim)
+        if binary_dim is None:
+            return sql
+        head, order = sql.split("ORDER BY ")
+        order, tail = order.split("\n", 1)
+        lossy = f"CASE WHEN current_setting('hnsw.ef_search') = '16' THEN (c.id = m.id)::int * 1000 - ({order}) ELSE {order} END"
+        return f"{head}ORDER BY {lossy}\n{tail}"
+
+    monkeypatch.setattr(near_duplicates, "neighbours_sql", lost_when_narrow)
+    kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(0))
+    merged = MemoryFactory(
+        content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(10)
+    )
+    for plane in range(1, 7):
+        MemoryFactory(content=f"Unrelated fact {plane}", embedding=at(0, plane))
+    stages = []
+
+    def progress(stage, done, total):
+        if done == total:
+            stages.append((stage, total))
+
+    run = memories_consolidate(started_by="test", progress=progress)
+
+    assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
+    assert [stage for stage, _ in stages if stage.startswith(("neighbours", "searching"))] == [
+        "neighbours",
+        "searching lost ones again (sign bits)",
+        "searching lost ones again (sign bits, ef_search 100)",
+    ]
+    assert stages[2][1] == 8
 
 
 def test_the_sign_bit_search_uses_its_index_built_for_the_column_dimension():
