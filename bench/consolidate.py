@@ -51,7 +51,6 @@ COLUMNS = [
     ("confidence", "float8"),
     ("importance", "float8"),
     ("occurrences", "int4"),
-    ("access_count", "int4"),
     ("source", "text"),
     ("source_ref", "text"),
     ("scope", "text"),
@@ -107,6 +106,7 @@ class Plan:
         self.merges = self.supersedes = self.prunes = 0
         self.must_stay: list[str] = []  # source_ref of rows no rule may touch
         self.used: set[tuple[int, int]] = set()
+        self.accesses: dict[str, int] = {}  # source_ref -> access count (MemoryAccess rows)
         self.pool_texts, self.pool_languages, self.pool_vectors = pool
         self.people, self.rooms, self.rng = people, rooms, rng
         self.np_rng = np.random.default_rng(rng.randrange(2**32))
@@ -154,6 +154,8 @@ class Plan:
                 access = max(access, 1)  # only planted guesses may be pruned
         created = self.now - timedelta(days=age_days)
         ref = f"bench:{len(self.rows)}"
+        if access:
+            self.accesses[ref] = access
         self.rows.append(
             [
                 "fact",
@@ -164,7 +166,6 @@ class Plan:
                 round(self.rng.uniform(0.5, 1.0), 2),
                 round(self.rng.uniform(0.1, 0.9), 2),
                 1,
-                access,
                 "session",
                 ref,
                 scope[0],
@@ -275,7 +276,10 @@ def load(plan: Plan) -> float:
 
     index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE memories_memory, memories_auditevent, memories_consolidationrun RESTART IDENTITY")
+        cursor.execute(
+            "TRUNCATE memories_memory, memories_memoryaccess, memories_auditevent, memories_consolidationrun "
+            "RESTART IDENTITY"
+        )
         binary_index.drop(cursor)
     with connection.schema_editor() as editor:
         editor.remove_index(Memory, index)
@@ -292,6 +296,13 @@ def load(plan: Plan) -> float:
             copy.set_types([kind for _, kind in COLUMNS])
             for row in plan.rows:
                 copy.write_row(row)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memories_memoryaccess (memory_id, count, last_accessed_at) "
+            "SELECT m.id, v.count, m.created_at FROM unnest(%s::text[], %s::int[]) AS v(ref, count) "
+            "JOIN memories_memory m ON m.source_ref = v.ref",
+            [list(plan.accesses), list(plan.accesses.values())],
+        )
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '1GB'")

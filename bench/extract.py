@@ -48,11 +48,11 @@ from bench._django import DATA, percentile, setup
 XQUAD = DATA / "xquad-r"
 ITEMS_NEW, ITEMS_DUPLICATE, ITEMS_FORGOTTEN = 17, 2, 1
 COPY_COLUMNS = (
-    "kind, content, language, embedding, provenance, confidence, importance, occurrences, access_count, "
+    "kind, content, language, embedding, provenance, confidence, importance, occurrences, "
     "source, source_ref, scope, owner_id, room_id, subject, predicate, status, valid_at, created_at, updated_at"
 )
 COPY_TYPES = [
-    *("text", "text", "text", "vector", "text", "float8", "float8", "int4", "int4", "text", "text"),
+    *("text", "text", "text", "vector", "text", "float8", "float8", "int4", "text", "text"),
     *("text", "int8", "int8", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz"),
 ]
 
@@ -118,7 +118,7 @@ def load(
                         scope, owner = "private", people[k % 4].pk
                     elif roll == 9:
                         scope, room = "room", rooms[k % 5].pk
-                    row = ("fact", pool[b], languages[b], vector, "extracted", 0.9, 0.5, 1, 0, "session", "")
+                    row = ("fact", pool[b], languages[b], vector, "extracted", 0.9, 0.5, 1, "session", "")
                     copy.write_row((*row, scope, owner, room, "", "", "active", now, now, now))
             print(f"  memories {min(start + chunk, memories)}/{memories} ({time.perf_counter() - started:.0f} s)")
     with connection.cursor() as cursor:

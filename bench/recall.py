@@ -17,7 +17,7 @@ private memories and an attic 6 room memories, for the k-rows check.
 
 What is measured, per size, on real texts embedded in the run (XQuAD-R questions, de/en/es):
 * recall end-to-end: ``memory_recall`` (query embedding + SQL + fusion + prompt + working memory of
-  30 turns + the access UPDATE) for a random known or unknown speaker, room and conversation language;
+  30 turns + the access bump) for a random known or unknown speaker, room and conversation language;
 * SQL alone: the time the same calls spent in the database (every statement, timed by a Django
   execute wrapper); the query embedding alone is shown beside it, and ``SELECT 1`` as the floor;
 * remember end-to-end: ``memory_remember`` of a question text (embedding, forget-block check with
@@ -149,7 +149,6 @@ class Corpus:
                 1.0,
                 0.5,
                 1,
-                0,
                 "session" if provenance == "extracted" else "tool",
                 "",
                 scope,
@@ -165,7 +164,7 @@ class Corpus:
             )
 
     COLUMNS = (
-        "kind, content, language, embedding, provenance, confidence, importance, occurrences, access_count, "
+        "kind, content, language, embedding, provenance, confidence, importance, occurrences, "
         "source, source_ref, scope, owner_id, room_id, about_id, subject, predicate, status, valid_at, created_at, "
         "updated_at"
     )
@@ -235,7 +234,7 @@ def statement_kind(sql: str) -> str:
         return "keyword"
     if "about_id = " in sql and "ORDER BY id DESC" in sql:
         return "about the speaker"
-    if sql.startswith("UPDATE memories_memory SET access_count") or sql.startswith("SELECT id, content, language"):
+    if sql.startswith(("WITH bump AS (INSERT INTO memories_memoryaccess", "SELECT id, content, language")):
         return "load + access"
     if "transcripts_turn" in sql:
         return "working memory"

@@ -92,9 +92,9 @@ class AccessCountFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "never":
-            return queryset.filter(access_count=0)
+            return queryset.exclude(access__count__gt=0)
         if self.value() == "yes":
-            return queryset.filter(access_count__gt=0)
+            return queryset.filter(access__count__gt=0)
         return queryset
 
 
@@ -230,10 +230,10 @@ class MemoryAdmin(admin.ModelAdmin):
         ConfidenceFilter,
         ImportanceFilter,
         AccessCountFilter,
-        "last_accessed_at",
+        "access__last_accessed_at",
         "source",
     ]
-    list_select_related = ["owner", "room"]
+    list_select_related = ["owner", "room", "access"]
     list_per_page = 50
     # The stock search needs a field to show its box; get_search_results replaces it with the hybrid search.
     search_fields = ["content"]
@@ -308,6 +308,14 @@ class MemoryAdmin(admin.ModelAdmin):
     @admin.display(description="label", ordering="provenance")
     def label(self, obj):
         return obj.label
+
+    @admin.display(description="access count", ordering="access__count")
+    def access_count(self, obj):
+        return obj.access_count
+
+    @admin.display(description="last accessed", ordering="access__last_accessed_at")
+    def last_accessed_at(self, obj):
+        return obj.last_accessed_at
 
     @admin.display(description="scope", ordering="scope")
     def scope_with_owner(self, obj):

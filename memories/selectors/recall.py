@@ -334,16 +334,19 @@ def memory_recall(
 
 
 # The recalled memories with their similarity to the query, in one statement with the access bump
-# when there is one (UPDATE ... RETURNING). Outside a transaction the bump commits asynchronously
+# when there is one (a data-modifying WITH). The bump goes to the narrow MemoryAccess table, never to
+# the memory's own row (see MemoryAccess). Outside a transaction it commits asynchronously
 # (set_config(..., true) lasts until the end of the statement's own transaction): a count lost in a
 # crash does no harm, and recall does not wait for the disk before every answer. Inside a caller's
-# transaction it is a plain UPDATE, so the caller's commit stays synchronous. Neither column is
-# indexed, so the update is HOT (see migration 0002).
+# transaction it is a plain write, so the caller's commit stays synchronous. Only memories that still
+# exist are bumped (one forgotten since the search is skipped).
 LOAD_COLUMNS = "id, content, language, kind, provenance, scope, valid_at, 1 - (embedding <=> %s::vector)"
 LOAD_SQL = f"SELECT {LOAD_COLUMNS} FROM memories_memory WHERE id = ANY(%s)"
 LOAD_AND_RECORD_ACCESS_SQL = (
-    "UPDATE memories_memory SET access_count = access_count + 1, last_accessed_at = %s "
-    "WHERE id = ANY(%s){asynchronous} RETURNING " + LOAD_COLUMNS
+    "WITH bump AS (INSERT INTO memories_memoryaccess AS a (memory_id, count, last_accessed_at) "
+    "SELECT id, 1, %s FROM memories_memory WHERE id = ANY(%s){asynchronous} "
+    "ON CONFLICT (memory_id) DO UPDATE SET count = a.count + 1, last_accessed_at = EXCLUDED.last_accessed_at) "
+    + LOAD_SQL
 )
 ASYNCHRONOUS_COMMIT = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
@@ -357,7 +360,7 @@ def _load(*, ids: list[int], embedding, record_access: bool) -> list[RecalledMem
     if record_access:
         asynchronous = "" if connection.in_atomic_block else ASYNCHRONOUS_COMMIT
         sql = LOAD_AND_RECORD_ACCESS_SQL.format(asynchronous=asynchronous)
-        params = [timezone.now(), ids, vector]
+        params = [timezone.now(), ids, vector, ids]
     else:
         sql, params = LOAD_SQL, [vector, ids]
     with connection.cursor() as cursor:

@@ -3,7 +3,7 @@
 Under a PostgreSQL advisory lock, the near-duplicate candidates are searched first (read-only, see
 ``selectors.near_duplicates``), then three rules run in this order in one transaction:
 
-1. **prune**: active ``inferred`` memories never recalled (``access_count`` 0) and learned more than
+1. **prune**: active ``inferred`` memories never recalled (access count 0) and learned more than
    90 days ago are deleted (no tombstone: a guess nobody used is not a forget). A guess that
    already replaced older facts is kept, or they would be left with no active successor.
 2. **merge**: active memories of the same scope, owner and room within the embedder's ``duplicate``
@@ -42,6 +42,7 @@ from memories.models import (
     RunStatus,
 )
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
+from memories.services.access import access_of, add_accesses
 from memories.services.embeddings import active_embedder
 
 logger = logging.getLogger(__name__)
@@ -190,17 +191,28 @@ def _delete(ids: list[int]) -> None:
 # --- 1. prune -----------------------------------------------------------------------------------
 
 
+ORPHAN_ACCESS_SQL = """
+DELETE FROM memories_memoryaccess a WHERE NOT EXISTS (SELECT 1 FROM memories_memory m WHERE m.id = a.memory_id)
+"""
+
+
 def _prune(*, now: datetime, report: Progress) -> list[Change]:
     """Delete active guesses never recalled and learned over 90 days ago (not those that replaced older facts)."""
     ids = list(
         Memory.objects.active()
-        .filter(provenance=Provenance.INFERRED, access_count=0, created_at__lt=now - PRUNE_AFTER)
+        .filter(provenance=Provenance.INFERRED, created_at__lt=now - PRUNE_AFTER)
+        .exclude(access__count__gt=0)
         .exclude(Exists(Memory.objects.filter(superseded_by=OuterRef("pk"))))
         .order_by("pk")
-        .select_for_update()  # a guess recalled meanwhile is re-checked and kept
+        # Recall's bump does not lock the memory's row (see MemoryAccess): a guess first recalled in
+        # the moment between this statement and the commit is still deleted, as if just before.
+        .select_for_update(of=("self",))
         .values_list("pk", flat=True)
     )
     _delete(ids)
+    # Access rows whose memory is gone (a bump that raced with a forget): ids and counts only.
+    with connection.cursor() as cursor:
+        cursor.execute(ORPHAN_ACCESS_SQL)
     report(Rule.PRUNE, len(ids), len(ids))
     return [Change(Rule.PRUNE, pk) for pk in ids]
 
@@ -239,26 +251,22 @@ def _winner_key(memory: Memory) -> tuple:
 # bulk_update builds a CASE per field and row, which costs seconds of Python at thousands of rows).
 FOLD_SQL = """
 UPDATE memories_memory m
-SET occurrences = v.occurrences, access_count = v.access_count, importance = v.importance,
+SET occurrences = v.occurrences, importance = v.importance,
     confidence = v.confidence, created_at = v.created_at, valid_at = v.valid_at,
-    last_accessed_at = v.last_accessed_at, subject = v.subject, predicate = v.predicate,
-    about_id = v.about_id, updated_at = %s
+    subject = v.subject, predicate = v.predicate, about_id = v.about_id, updated_at = %s
 FROM unnest(
-    %s::bigint[], %s::integer[], %s::integer[], %s::double precision[], %s::double precision[],
-    %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::text[], %s::text[], %s::bigint[]
-) AS v(id, occurrences, access_count, importance, confidence, created_at, valid_at, last_accessed_at,
-       subject, predicate, about_id)
+    %s::bigint[], %s::integer[], %s::double precision[], %s::double precision[],
+    %s::timestamptz[], %s::timestamptz[], %s::text[], %s::text[], %s::bigint[]
+) AS v(id, occurrences, importance, confidence, created_at, valid_at, subject, predicate, about_id)
 WHERE m.id = v.id
 """
 FOLD_FIELDS = [
     "pk",
     "occurrences",
-    "access_count",
     "importance",
     "confidence",
     "created_at",
     "valid_at",
-    "last_accessed_at",
     "subject",
     "predicate",
     "about_id",
@@ -266,16 +274,13 @@ FOLD_FIELDS = [
 
 
 def _fold(winner: Memory, losers: list[Memory]) -> None:
-    """Merge the losers' counts, scores and dates into the winner (in memory)."""
+    """Merge the losers' counts, scores and dates into the winner (in memory; access counts: see _merge)."""
     group = [winner, *losers]
     winner.occurrences = sum(m.occurrences for m in group)
-    winner.access_count = sum(m.access_count for m in group)
     winner.importance = max(m.importance for m in group)
     winner.confidence = max(m.confidence for m in group)
     winner.created_at = min(m.created_at for m in group)
     winner.valid_at = min(m.valid_at for m in group)
-    accessed = [m.last_accessed_at for m in group if m.last_accessed_at]
-    winner.last_accessed_at = max(accessed) if accessed else None
     # Keep what the loser knew about the memory when the winner did not (store path does the same).
     for loser in losers:
         if not (winner.subject and winner.predicate) and loser.subject and loser.predicate:
@@ -304,7 +309,8 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
             .filter(pk__in=batch)
             .order_by("pk")
             .defer("embedding", "search_vector")
-            .select_for_update()
+            .select_related("access")
+            .select_for_update(of=("self",))
         )
     groups = _Groups()
     for a, b in sorted(pairs_within(pairs=candidates, threshold=threshold)):
@@ -319,11 +325,13 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
 
     changes: list[Change] = []
     winners: list[Memory] = []
+    accesses = {}  # the losers' access counts and latest access, added to the winner's
     for group in groups.groups():
         members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
         winner, losers = members[0], members[1:]
         _fold(winner, losers)
         winners.append(winner)
+        accesses[winner.pk] = access_of(losers)
         changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
 
     repoints: list[Change] = []
@@ -338,6 +346,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
     for batch in _batches(winners):
         with connection.cursor() as cursor:
             cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in batch] for name in FOLD_FIELDS)])
+        add_accesses({w.pk: accesses[w.pk] for w in batch})
         done += len(batch)
         report(Rule.MERGE, done, total)
     return changes + repoints

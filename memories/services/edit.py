@@ -13,6 +13,7 @@ from justai_memory.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.matching import may_be_duplicates
 from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
 from memories.services.store import (
@@ -73,9 +74,7 @@ def _fold_into(kept: Memory, other: Memory) -> None:
     if PROVENANCE_RANK[other.provenance] > PROVENANCE_RANK[kept.provenance]:
         kept.provenance = other.provenance
     kept.occurrences += other.occurrences
-    kept.access_count += other.access_count
-    if other.last_accessed_at and (not kept.last_accessed_at or other.last_accessed_at > kept.last_accessed_at):
-        kept.last_accessed_at = other.last_accessed_at
+    add_accesses({kept.pk: access_of([other])})
     kept.confidence = max(kept.confidence, other.confidence)
     kept.importance = max(kept.importance, other.importance)
     kept.valid_at = min(kept.valid_at, other.valid_at)

@@ -1,11 +1,15 @@
 import factory
+from django.utils import timezone
 
 from memories.embedders import get_embedder
-from memories.models import Kind, Memory, Provenance, Scope, Source, Tombstone
+from memories.models import Kind, Memory, MemoryAccess, Provenance, Scope, Source, Tombstone
 
 
 class MemoryFactory(factory.django.DjangoModelFactory):
-    """A shared fact embedded with the configured embedder (pass ``embedding=`` for exact vectors)."""
+    """A shared fact embedded with the configured embedder (pass ``embedding=`` for exact vectors).
+
+    ``access_count`` and ``last_accessed_at`` go into the memory's MemoryAccess row.
+    """
 
     class Meta:
         model = Memory
@@ -17,6 +21,15 @@ class MemoryFactory(factory.django.DjangoModelFactory):
     source = Source.TOOL
     scope = Scope.SHARED
     embedding = factory.LazyAttribute(lambda o: get_embedder().embed_query(o.content))
+
+    @classmethod
+    def _create(cls, model_class, *args, access_count=0, last_accessed_at=None, **kwargs):
+        memory = super()._create(model_class, *args, **kwargs)
+        if access_count or last_accessed_at:
+            MemoryAccess.objects.create(
+                memory=memory, count=access_count, last_accessed_at=last_accessed_at or timezone.now()
+            )
+        return memory
 
 
 class TombstoneFactory(factory.django.DjangoModelFactory):

@@ -106,7 +106,7 @@ def test_the_list_does_not_load_vectors(admin_client):
         ("scope__exact=private", ["private"]),
         ("language=de", ["superseded"]),
         ("kind__exact=preference", ["private"]),
-        ("last_accessed_at__isnull=False", ["private"]),
+        ("access__last_accessed_at__isnull=False", ["private"]),
     ],
 )
 def test_each_filter_narrows_the_list(admin_client, query, expected):
@@ -268,7 +268,7 @@ def test_an_edit_into_a_duplicate_merges_the_other_memory(admin_client):
         change_url(memory), change_form_data(memory, content="The gate code is 4711"), follow=True
     )
     assert f"Memory #{other.pk} was a duplicate" in response.content.decode()
-    assert list(Memory.objects.values_list("pk", "access_count")) == [(memory.pk, 2)]
+    assert list(Memory.objects.values_list("pk", "access__count")) == [(memory.pk, 2)]
 
 
 def test_switching_the_scope_away_from_private_clears_the_owner(admin_client):

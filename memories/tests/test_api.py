@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import resolve
 
-from memories.models import AuditEvent, Memory, Tombstone
+from memories.models import AuditEvent, Memory, MemoryAccess, Tombstone
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
@@ -135,7 +135,7 @@ def _snapshot():
         Memory.objects.count(),
         AuditEvent.objects.count(),
         Tombstone.objects.count(),
-        sorted(Memory.objects.values_list("pk", "access_count")),
+        sorted(MemoryAccess.objects.values_list("memory_id", "count")),
     )
 
 

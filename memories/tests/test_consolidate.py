@@ -14,7 +14,7 @@ from django.utils.module_loading import import_string
 from justai_memory.errors import ApplicationError
 from justai_memory.schedules import SCHEDULES
 from memories import binary_index, jobs
-from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Tombstone
+from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Provenance, Scope, Tombstone
 from memories.selectors import near_duplicates
 from memories.services import consolidate as consolidate_module
 from memories.services.consolidate import ALREADY_RUNNING, Change, Rule, memories_consolidate
@@ -342,6 +342,13 @@ def test_recent_or_recalled_guesses_and_other_provenances_are_kept(fields):
     assert consolidate().deleted == 0 and exists(memory)
 
 
+def test_access_rows_left_without_their_memory_are_removed_and_no_other():
+    memory = MemoryFactory(content="Ben may like chess", access_count=2)
+    MemoryAccess.objects.create(memory_id=memory.pk + 1000, count=1, last_accessed_at=timezone.now())
+    consolidate()
+    assert list(MemoryAccess.objects.values_list("memory_id", "count")) == [(memory.pk, 2)]
+
+
 def test_an_old_guess_that_replaced_older_facts_is_kept():
     guess = MemoryFactory(content="Ben plays chess now", provenance=Provenance.INFERRED, created_at=days_ago(120))
     MemoryFactory(content="Ben plays tennis", embedding=at(0, 1), status="superseded", superseded_by=guess)
@@ -371,8 +378,9 @@ def plant_one_of_each() -> dict:
 
 
 def snapshot():
-    fields = ["pk", "status", "superseded_by", "occurrences", "access_count", "created_at", "valid_at", "updated_at"]
-    return list(Memory.objects.order_by("pk").values(*fields)), AuditEvent.objects.count()
+    fields = ["pk", "status", "superseded_by", "occurrences", "created_at", "valid_at", "updated_at"]
+    accesses = list(MemoryAccess.objects.order_by("pk").values_list("pk", "count", "last_accessed_at"))
+    return list(Memory.objects.order_by("pk").values(*fields)), accesses, AuditEvent.objects.count()
 
 
 def test_the_run_records_who_started_it_and_its_stats():

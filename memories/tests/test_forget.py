@@ -10,7 +10,17 @@ from django.utils import timezone
 
 from conftest import one_hot
 from justai_memory.errors import ApplicationError
-from memories.models import AuditEvent, ForgetRequest, Memory, Provenance, Scope, Source, Status, Tombstone
+from memories.models import (
+    AuditEvent,
+    ForgetRequest,
+    Memory,
+    MemoryAccess,
+    Provenance,
+    Scope,
+    Source,
+    Status,
+    Tombstone,
+)
 from memories.selectors.forget import forget_candidates
 from memories.services.forget import (
     FORGET_TOKEN_TTL,
@@ -126,10 +136,12 @@ def test_no_candidates_means_no_token_and_no_request(household):
 
 def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(household):
     anna, _, kitchen, key = household
+    MemoryAccess.objects.create(memory=key, count=3, last_accessed_at=timezone.now())
     token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
     tombstones = forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert [t.memory_id for t in tombstones] == [key.pk]
     assert not Memory.objects.filter(pk=key.pk).exists()
+    assert not MemoryAccess.objects.exists()  # its recall count went with it
     tombstone = Tombstone.objects.get()
     assert (tombstone.scope, tombstone.embedder, tombstone.forgotten_by_person) == ("shared", "hash", anna)
     assert tombstone.forgotten_at is not None

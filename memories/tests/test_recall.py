@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conftest import one_hot
 from justai_memory.errors import ApplicationError
-from memories.models import Memory, MemorySettings, Provenance, Scope
+from memories.models import Memory, MemoryAccess, MemorySettings, Provenance, Scope
 from memories.selectors import nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
@@ -29,6 +29,9 @@ from transcripts.tests.factories import ConversationFactory, TurnFactory
 pytestmark = pytest.mark.django_db
 
 MARCH_1 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+BUMP = "WITH bump AS (INSERT INTO memories_memoryaccess"
 
 
 def recall(query, *, speaker=None, room, **kwargs):
@@ -249,27 +252,37 @@ def test_access_bump_and_load_are_one_statement_committed_asynchronously_outside
     found = MemoryFactory(content="The cellar key is in the blue tin")
     with CaptureQueriesContext(connection) as queries:
         result = recall("cellar key", room=room)
-    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
-    assert "RETURNING" in update and "synchronous_commit" in update
+    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(BUMP)]
+    assert "SELECT id, content" in update and "synchronous_commit" in update
     assert ids(result) == [found.pk] and result.memories[0].content == found.content
 
     # In a caller's transaction the bump must not make the caller's own commit asynchronous.
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
         recall("cellar key", room=room)
-    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    [update] = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(BUMP)]
     assert "synchronous_commit" not in update
     found.refresh_from_db()
     assert found.access_count == 2
 
 
-def test_access_count_is_bumped_for_what_is_returned_in_one_update():
+def row_version(memory):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT ctid::text FROM memories_memory WHERE id = %s", [memory.pk])
+        return cursor.fetchone()[0]
+
+
+def test_access_count_is_bumped_for_what_is_returned_in_one_statement_outside_the_memory_row():
     room = RoomFactory()
     found = MemoryFactory(content="The cellar key is in the blue tin")
     other = MemoryFactory(content="Julian likes short answers")
+    version = row_version(found)
     with CaptureQueriesContext(connection) as queries:
         recall("cellar key", room=room)
-    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(BUMP)]
     assert len(updates) == 1
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("UPDATE memories_memory")]
+    # The memory's own row was not rewritten (any update, even in place, gives it a new version).
+    assert row_version(found) == version
     found.refresh_from_db()
     other.refresh_from_db()
     assert (found.access_count, other.access_count) == (1, 0)
@@ -278,6 +291,10 @@ def test_access_count_is_bumped_for_what_is_returned_in_one_update():
     recall("cellar key", room=room, record_access=False)
     found.refresh_from_db()
     assert found.access_count == 1
+
+    recall("cellar key", room=room)
+    found.refresh_from_db()
+    assert found.access_count == 2 and MemoryAccess.objects.count() == 1
 
 
 def test_working_memory_is_the_last_30_turns_oldest_first_and_never_a_memory():
@@ -391,7 +408,7 @@ def test_outside_a_transaction_the_access_bump_is_one_update_committed_asynchron
     found = MemoryFactory(content="The cellar key is in the blue tin")
     with CaptureQueriesContext(connection) as queries:
         recall("cellar key", room=room)
-    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE")]
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(BUMP)]
     assert len(updates) == 1 and "synchronous_commit" in updates[0]
     found.refresh_from_db()
     assert found.access_count == 1 and found.last_accessed_at is not None

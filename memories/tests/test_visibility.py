@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories.embedders import get_embedder
-from memories.models import Memory, Scope, Status
+from memories.models import Memory, MemoryAccess, Scope, Status
 from memories.selectors.recall import (
     MAX_LIMIT,
     about_speaker_hits,
@@ -99,5 +99,5 @@ def test_no_read_path_returns_an_invisible_memory(household):
         recalled = {m.id for m in memory_recall(query=TEXT, speaker=speaker, room=room, limit=MAX_LIMIT).memories}
         assert recalled == recallable
         # Only what was returned was counted as accessed.
-        assert set(Memory.objects.filter(access_count__gt=0).values_list("pk", flat=True)) == recalled
+        assert set(MemoryAccess.objects.filter(count__gt=0).values_list("memory_id", flat=True)) == recalled
         transaction.set_rollback(True)
