@@ -434,10 +434,14 @@ def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     assert (stale.status, stale.error) == ("failed", "Interrupted")
 
 
-def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_graph(monkeypatch):
-    # Make every vector-index search come back without the memory itself and with the farthest rows:
-    # what HNSW does when a search ends in the wrong part of its graph.
+def lost_in_the_vector_graph(monkeypatch):
+    """Make every vector-index search come back without the memory itself and with the farthest rows:
+    what HNSW does when a search ends in the wrong part of its graph."""
     monkeypatch.setattr(near_duplicates, "VECTOR_ORDER", "c.id = m.id, c.embedding <=> m.embedding DESC")
+
+
+def consolidate_a_pair_among_six_others() -> tuple[Memory, Memory, ConsolidationRun, list[tuple[str, int]]]:
+    """A near-identical pair and six unrelated memories, consolidated; the searches' (stage, total) as they end."""
     kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(0))
     merged = MemoryFactory(
         content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(10)
@@ -447,21 +451,25 @@ def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_grap
     stages = []
 
     def progress(stage, done, total):
-        if done == total:
+        if done == total and stage.startswith(("neighbours", "searching")):
             stages.append((stage, total))
 
-    run = memories_consolidate(started_by="test", progress=progress)
+    return kept, merged, memories_consolidate(started_by="test", progress=progress), stages
+
+
+def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_graph(monkeypatch):
+    lost_in_the_vector_graph(monkeypatch)
+    kept, merged, run, stages = consolidate_a_pair_among_six_others()
 
     assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
-    assert ("neighbours", 8) in stages and ("searching lost ones again (sign bits)", 8) in stages
     # Found there, no memory is lost any more: no wider search follows.
-    assert [stage for stage, _ in stages if "ef_search" in stage] == []
+    assert stages == [("neighbours", 8), ("searching lost ones again (sign bits)", 8)]
 
 
 def test_memories_both_graphs_lose_at_first_are_searched_again_wider(monkeypatch):
-    # Every vector-index search is lost, and so is every sign-bit search at the first, narrow
-    # breadth (self last, farthest rows first); only the wide sign-bit search finds its way.
-    monkeypatch.setattr(near_duplicates, "VECTOR_ORDER", "c.id = m.id, c.embedding <=> m.embedding DESC")
+    # The sign-bit searches are lost too at the first, narrow breadth (self last, farthest rows
+    # first); only the wide sign-bit search finds its way.
+    lost_in_the_vector_graph(monkeypatch)
     narrow = near_duplicates.neighbours_sql
 
     def lost_when_narrow(*, binary_dim=None):
@@ -474,27 +482,14 @@ def test_memories_both_graphs_lose_at_first_are_searched_again_wider(monkeypatch
         return f"{head}ORDER BY {lossy}\n{tail}"
 
     monkeypatch.setattr(near_duplicates, "neighbours_sql", lost_when_narrow)
-    kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(0))
-    merged = MemoryFactory(
-        content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(10)
-    )
-    for plane in range(1, 7):
-        MemoryFactory(content=f"Unrelated fact {plane}", embedding=at(0, plane))
-    stages = []
-
-    def progress(stage, done, total):
-        if done == total:
-            stages.append((stage, total))
-
-    run = memories_consolidate(started_by="test", progress=progress)
+    kept, merged, run, stages = consolidate_a_pair_among_six_others()
 
     assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
-    assert [stage for stage, _ in stages if stage.startswith(("neighbours", "searching"))] == [
-        "neighbours",
-        "searching lost ones again (sign bits)",
-        "searching lost ones again (sign bits, ef_search 100)",
+    assert stages == [
+        ("neighbours", 8),
+        ("searching lost ones again (sign bits)", 8),
+        ("searching lost ones again (sign bits, ef_search 100)", 8),
     ]
-    assert stages[2][1] == 8
 
 
 def test_the_sign_bit_search_uses_its_index_built_for_the_column_dimension():
