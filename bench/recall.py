@@ -491,8 +491,8 @@ def main() -> None:
         if present < size:
             extra = []
             if present == 0:  # the newcomer's and the attic's few memories, for the k-rows check
-                extra = [(*r[:11], "private", newcomer.pk, None, *r[14:]) for r in corpus.rows(100, 7)]
-                extra += [(*r[:11], "room", None, attic.pk, *r[14:]) for r in corpus.rows(200, 6)]
+                extra = [(*r[:10], "private", newcomer.pk, None, *r[13:]) for r in corpus.rows(100, 7)]
+                extra += [(*r[:10], "room", None, attic.pk, *r[13:]) for r in corpus.rows(200, 6)]
             seconds = corpus.load(start=present, count=size - present - len(extra), extra_rows=extra)
             print(f"loaded {Memory.objects.count()} memories in {seconds:.1f} s (COPY + index builds)")
             recall_selectors._frequent_lexemes.clear()  # statistics changed with the ANALYZE after loading

@@ -11,7 +11,8 @@ from django.contrib.admin.views.main import ORDER_VAR
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Case, IntegerField, When
+from django.db.models import Case, F, IntegerField, Value, When
+from django.db.models.functions import Coalesce
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -309,11 +310,12 @@ class MemoryAdmin(admin.ModelAdmin):
     def label(self, obj):
         return obj.label
 
-    @admin.display(description="access count", ordering="access__count")
+    # Never recalled (no MemoryAccess row) sorts as 0 / as the oldest access.
+    @admin.display(description="access count", ordering=Coalesce("access__count", Value(0)))
     def access_count(self, obj):
         return obj.access_count
 
-    @admin.display(description="last accessed", ordering="access__last_accessed_at")
+    @admin.display(description="last accessed", ordering=F("access__last_accessed_at").asc(nulls_first=True))
     def last_accessed_at(self, obj):
         return obj.last_accessed_at
 

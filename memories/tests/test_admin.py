@@ -9,7 +9,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from conftest import one_hot
-from memories.admin import recalled_row
+from memories.admin import MemoryAdmin, recalled_row
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemorySettings, Provenance, Scope, Status
 from memories.services.forget import memories_forget
@@ -259,6 +259,18 @@ def test_editing_re_embeds_and_audits_edited(admin_client, admin_user):
     # Django's admin log names the memory and the changed field, never the text.
     entry = LogEntry.objects.get()
     assert entry.object_repr == f"Memory #{memory.pk}" and "red tin" not in entry.change_message
+
+
+def test_the_list_sorts_by_access_count_with_never_recalled_memories_last(admin_client):
+    never = MemoryFactory()
+    often = MemoryFactory(access_count=5)
+    once = MemoryFactory(access_count=1)
+    column = 1 + MemoryAdmin.list_display.index("access_count")
+    response = admin_client.get(f"{CHANGELIST}?o=-{column}")
+    assert listed_ids(response) == [often.pk, once.pk, never.pk]
+    response = admin_client.get(f"{CHANGELIST}?o={column}")
+    assert listed_ids(response) == [never.pk, once.pk, often.pk]
+    assert '<td class="field-access_count">5</td>' in response.content.decode()
 
 
 def test_an_edit_into_a_duplicate_merges_the_other_memory(admin_client):
