@@ -179,7 +179,7 @@ def near_duplicate_pairs(*, threshold: float, progress: Callable[[str, int, int]
     search = _Search(threshold=threshold, parallel=parallel, progress=progress or (lambda *args: None))
     search.run(ids, k=NEIGHBOURS, ef_search=EF_SEARCH, stage="neighbours")
     crowded = search.crowded
-    binary_dim = embedding_column_dim()
+    binary_dim = embedding_column_dim() if search.lost else None  # only the repeat searches need it
     for ef_search, stage in (
         (EF_SEARCH_BINARY, "searching lost ones again (sign bits)"),
         (EF_SEARCH_LAST, f"searching lost ones again (sign bits, ef_search {EF_SEARCH_LAST})"),
