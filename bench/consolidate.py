@@ -271,7 +271,6 @@ def load(plan: Plan) -> float:
     from django.db import connection
     from pgvector.psycopg import register_vector
 
-    from memories import binary_index
     from memories.models import Memory
 
     index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
@@ -280,7 +279,6 @@ def load(plan: Plan) -> float:
             "TRUNCATE memories_memory, memories_memoryaccess, memories_auditevent, memories_consolidationrun "
             "RESTART IDENTITY"
         )
-        binary_index.drop(cursor)
     with connection.schema_editor() as editor:
         editor.remove_index(Memory, index)
     params = connection.get_connection_params()
@@ -308,48 +306,37 @@ def load(plan: Plan) -> float:
         cursor.execute("SET maintenance_work_mem = '1GB'")
     with connection.schema_editor() as editor:
         editor.add_index(Memory, index)
-    with connection.cursor() as cursor:
-        binary_index.create(cursor, dim=len(plan.rows[0][3]))
     build = time.perf_counter() - started
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE memories_memory")
     return build
 
 
-def uses_hnsw() -> dict[str, bool]:
-    """Whether the neighbour queries' plans scan their HNSW index (EXPLAIN on one batch): vector and sign bits."""
+def search_plans() -> dict[str, bool]:
+    """Whether the near-duplicate search's plans are the intended ones (EXPLAIN on the first 1000 memories):
+    the clustering searches the centroids' HNSW index, the pairing joins on the cluster (no nested loop)."""
     from django.db import connection, transaction
 
-    from memories import binary_index
-    from memories.selectors import near_duplicates
-    from memories.services.embeddings import embedding_column_dim
+    from memories.selectors import near_duplicates as nd
 
-    found = {}
-    with (
-        transaction.atomic(),
-        connection.cursor() as cursor,
-        near_duplicates._search_settings(cursor, near_duplicates.EF_SEARCH),
-    ):
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT array_agg(id) FROM (SELECT id FROM memories_memory ORDER BY id LIMIT 1000) t")
         ids = cursor.fetchone()[0]
-        for name, binary_dim, index in (
-            ("vector", None, "memory_embedding_hnsw"),
-            ("sign bits", embedding_column_dim(), binary_index.NAME),
-        ):
-            cursor.execute(
-                "EXPLAIN " + near_duplicates.neighbours_sql(binary_dim=binary_dim),
-                {"k": near_duplicates.NEIGHBOURS, "ids": ids, "max_distance": 0.08},
-            )
-            found[name] = index in "\n".join(row[0] for row in cursor.fetchall())
-    return found
+        with nd._centroids(ids[:: nd.CLUSTER_SIZE]), nd._session_settings(cursor, nd.ASSIGN_SETTINGS):
+            cursor.execute("EXPLAIN " + nd.ASSIGN_SQL, {"ids": ids, "margin": nd.MARGIN})
+            centroid_index = f"Index Scan using {nd.CENTROIDS}" in "\n".join(row[0] for row in cursor.fetchall())
+        with nd._session_settings(cursor, nd.PAIRS_SETTINGS):
+            batch = {"clusters": [1] * len(ids), "ids": ids, "max_distance": 0.08}
+            cursor.execute("EXPLAIN " + nd.PAIRS_SQL, batch)
+            top = next(row[0] for row in cursor.fetchall())
+        transaction.set_rollback(True)
+    return {
+        "clustering by the centroids' HNSW index": centroid_index,
+        "pairing by hash or merge join": "Nested" not in top,
+    }
 
 
-STAGE_NAMES = {
-    "neighbours": "neighbours",
-    "searching lost ones again (sign bits)": "retry sign bits",
-    "searching lost ones again (sign bits, ef_search 100)": "retry sign bits ef100",
-    "searching lost ones again (ef_search 100)": "retry ef100",
-}
+STAGE_NAMES = {"clusters": "clusters", "pairs": "pairs"}
 
 
 def _proc_cpu(pid: int, *, with_ended_children: bool = False) -> float:
@@ -381,9 +368,9 @@ def run_once(plan: Plan, *, warm_up: bool) -> dict:
     from memories.services.embeddings import active_embedder
 
     build_s = load(plan)
-    hnsw = uses_hnsw()
+    plans = search_plans()
     warm_s = None
-    if warm_up:  # the read-only neighbour search once, untimed: caches as a running server has them
+    if warm_up:  # the read-only near-duplicate search once, untimed: caches as a running server has them
         started = time.perf_counter()
         near_duplicate_pairs(threshold=active_embedder().thresholds.duplicate)
         warm_s = time.perf_counter() - started
@@ -412,7 +399,7 @@ def run_once(plan: Plan, *, warm_up: bool) -> dict:
         "cpu": None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
         "build_s": build_s,
         "warm_s": warm_s,
-        "hnsw": hnsw,
+        "plans": plans,
         "run": run,
         "stages": ", ".join(stages),
         "must_stay": (untouched, len(plan.must_stay)),
@@ -427,7 +414,7 @@ def main() -> None:
         "--warm-up",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="run the read-only neighbour search once, untimed, after loading and before each timed run "
+        help="run the read-only near-duplicate search once, untimed, after loading and before each timed run "
         "(default; --no-warm-up times the first pass over a table just loaded and analysed)",
     )
     parser.add_argument(
@@ -457,7 +444,7 @@ def main() -> None:
 
     from django.db import connection
 
-    from memories.selectors.near_duplicates import EF_SEARCH, NEIGHBOURS, PARALLEL_FROM, WORKERS
+    from memories.selectors.near_duplicates import CLUSTER_SIZE, MARGIN, PARALLEL_FROM, WORKERS
     from people.models import Person, Room
 
     with connection.cursor() as cursor:
@@ -472,7 +459,7 @@ def main() -> None:
         f"{time.perf_counter() - t0:.1f} s"
     )
     print(
-        f"neighbour queries: {NEIGHBOURS} nearest per memory, hnsw.ef_search={EF_SEARCH}, "
+        f"near-duplicate search: a centroid per {CLUSTER_SIZE} memories, second cluster within {MARGIN}, "
         f"{WORKERS} connections from {PARALLEL_FROM} memories"
     )
 
@@ -487,10 +474,12 @@ def main() -> None:
             runs.append(r)
             run = r["run"]
             if attempt == 1:
-                uses = ", ".join(f"{name} {'yes' if used else 'NO'}" for name, used in r["hnsw"].items())
-                print(f"\n{len(plan.rows)} memories (neighbour queries use their HNSW index: {uses})")
+                plans = ", ".join(f"{name} {'yes' if ok else 'NO'}" for name, ok in r["plans"].items())
+                print(f"\n{len(plan.rows)} memories (plans: {plans})")
             cpu = f", CPU {r['cpu']:.1f} s (Python + PostgreSQL)" if r["cpu"] is not None else ""
-            warm = f", the untimed neighbour search before it {r['warm_s']:.1f} s" if r["warm_s"] is not None else ""
+            warm = (
+                f", the untimed near-duplicate search before it {r['warm_s']:.1f} s" if r["warm_s"] is not None else ""
+            )
             print(f"  run {attempt}: {r['seconds']:.2f} s wall{cpu} (index built in {r['build_s']:.1f} s{warm})")
             print(f"    stages (s): {r['stages']}")
             print(

@@ -1,74 +1,109 @@
-"""Near-duplicate candidates for consolidation: HNSW neighbour queries per memory, never all pairs.
+"""Near-duplicate candidates for consolidation: pairs within small clusters of similar memories, in SQL.
 
-For each active memory, its few nearest active memories come from the HNSW index (``ORDER BY
-embedding <=> m.embedding LIMIT k`` in a LATERAL subquery, a batch of memories per statement); the
-pairs within the duplicate threshold and of the same scope, owner and room are the candidates.
-Memories whose search did not find themselves are searched again in a second graph (binary_index).
-The queries only read, so on a large table they run on two connections in parallel (PostgreSQL
-will not run a LIMIT subquery in its own parallel workers). The caller judges the candidates again
-under lock (``pairs_within``): the data may change between the search and the merge.
+Comparing every memory with every other one grows with the square of their number, and an HNSW
+neighbour query per memory costs more per memory the larger its graph (and at 100k memories 7 % of
+those searches ended in the wrong part of it). Instead, in three steps:
+
+1. **Centroids.** Every CLUSTER_SIZE-th active memory (in id order) lends its vector to a centroid:
+   a small work table (``CENTROIDS``, unlogged) with its own HNSW index.
+2. **Clusters.** Each active memory belongs to the cluster of its nearest centroid, and to that of
+   its second nearest too when that one is hardly farther (MARGIN): near-identical memories next to
+   a border between two clusters still meet in one of them. One LATERAL query per batch of
+   memories; ~1.4 clusters a memory.
+3. **Pairs.** Per batch of whole clusters, one self-join of their members on cluster, scope, owner
+   and room keeps the pairs within the duplicate threshold: every pair compared in SQL, but only
+   within a cluster (~CLUSTER_SIZE memories).
+
+The work grows with the number of memories times the cluster size, plus one search among the
+centroids per memory. Steps 2 and 3 only read, so on a large table they run on two connections
+(PostgreSQL would not run them in its own parallel workers). Like any approximate search it can
+miss a pair: near-identical memories whose nearest centroids differ by more than MARGIN
+(bench/consolidate.py: more duplicates found than with an HNSW search per memory). The caller judges
+the candidates again under lock (``pairs_within``): the data may change between the search and the
+merge. The centroid table holds copies of one vector in CLUSTER_SIZE, no text; it is dropped when
+the search ends (or, after a crash, when the next one starts). The caller holds the consolidation
+lock, so no two searches share it.
 """
 
+import queue
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from django.db import DatabaseError, connection
 
-from memories import binary_index
 from memories.models import Memory
-from memories.services.embeddings import embedding_column_dim
 
-# Nearest neighbours fetched per memory (itself included). Duplicates are a memory's very nearest
-# rows, so a handful is enough; a memory whose k nearest are all near-identical is asked again for
-# NEIGHBOURS_CROWDED, since more may lie beyond them (say copies in other scopes crowding out its own).
-NEIGHBOURS = 4
-NEIGHBOURS_CROWDED = 64
-# HNSW search breadth: the cost grows with it. The query is a memory's own vector, so a search
-# that does not return the memory itself got lost in the graph (~7 % at 100k memories, none at
-# 10k). Only those are searched again: first in the second graph of binary_index (its own graph,
-# so mostly not lost in the same place; 9 in 10 found at the cost of a plain search), then what is
-# still lost with wide searches, of the sign bits first (~3 times cheaper per search than the
-# vectors' at the same breadth, and at 100k it found 56 of the pairs where the vectors found 53),
-# then of the vectors for the few still lost. Searching them all again in the vector index
-# instead, wider and wider, cost a quarter of a 100k run. Recall's own setting is restored afterwards.
-EF_SEARCH = 16
-EF_SEARCH_BINARY = 16
-EF_SEARCH_LAST = 100
-BATCH_SIZE = 1000
+CLUSTER_SIZE = 250  # active memories per centroid
+# How much farther (cosine distance) the second nearest centroid may be for a memory to join its
+# cluster too. Near-identical memories are at most 0.08 apart (the duplicate threshold 0.92).
+MARGIN = 0.03
+# The centroids' HNSW graph (a few hundred centroids at 100k memories): 8 links a node and search
+# breadth 24 cost 20 % less than the default 16 links and found 0.1 % fewer pairs at 100k.
+CENTROID_EF_SEARCH = 24
+CENTROID_M = 8
+ASSIGN_BATCH = 5000  # memories per clustering statement
+PAIRS_BATCH = 4000  # cluster members (whole clusters) per pairing statement: ~8 MB of vectors
 WORKERS = 2
 PARALLEL_FROM = 5000  # active memories; below this one connection is quick enough
 
-# Scope, owner, room and the threshold are checked outside the subquery: inside, they would make the
-# planner drop the vector index, or make pgvector's iterative scan hunt for rows that do not exist
-# (most memories have no duplicate) at many times the cost.
-# ``{order}`` is the ordering the index serves: cosine distance (the vector index) or Hamming
-# distance of the sign bits (binary_index); the threshold is always checked on the vectors.
-NEIGHBOURS_SQL = """
-SELECT m.id, n.id,
-       n.scope = m.scope AND n.owner_id IS NOT DISTINCT FROM m.owner_id AND n.room_id IS NOT DISTINCT FROM m.room_id
+CENTROIDS = "memories_duplicate_centroids"
+
+CREATE_CENTROIDS_SQL = f"""
+CREATE UNLOGGED TABLE {CENTROIDS} (cluster integer PRIMARY KEY, embedding vector({{dim:d}}) STORAGE PLAIN NOT NULL)
+"""
+FILL_CENTROIDS_SQL = f"""
+INSERT INTO {CENTROIDS} (cluster, embedding)
+SELECT row_number() OVER (ORDER BY id), embedding FROM memories_memory WHERE id = ANY(%(ids)s)
+"""
+INDEX_CENTROIDS_SQL = f"CREATE INDEX ON {CENTROIDS} USING hnsw (embedding vector_cosine_ops) WITH (m = {CENTROID_M})"
+
+# The nearest two centroids of each memory; the second only within MARGIN of the first.
+ASSIGN_SQL = f"""
+SELECT c.cluster, m.id
 FROM memories_memory m
 CROSS JOIN LATERAL (
-    SELECT c.id, c.scope, c.owner_id, c.room_id, c.embedding <=> m.embedding AS distance
-    FROM memories_memory c
-    WHERE c.status = 'active'
-    ORDER BY {order}
-    LIMIT %(k)s
-) n
-WHERE m.id = ANY(%(ids)s) AND n.distance <= %(max_distance)s
+    SELECT cluster, distance, min(distance) OVER () AS nearest
+    FROM (
+        SELECT cluster, embedding <=> m.embedding AS distance
+        FROM {CENTROIDS}
+        ORDER BY embedding <=> m.embedding
+        LIMIT 2
+    ) AS two
+) AS c
+WHERE m.id = ANY(%(ids)s::bigint[]) AND m.status = 'active' AND c.distance <= c.nearest + %(margin)s
 """
-VECTOR_ORDER = "c.embedding <=> m.embedding"
 
+# ``member`` holds a copy of each vector (subvector of all of it): the stored one is TOASTed and would
+# be read and unpacked again for every comparison. Owner and room are never 0 (ids start at 1). The
+# ids twice: "m.id = ANY" reads just those rows by primary key, the join adds their clusters.
+PAIRS_SQL = """
+WITH member AS MATERIALIZED (
+    SELECT w.cluster, m.id, m.scope, coalesce(m.owner_id, 0) AS owner_key, coalesce(m.room_id, 0) AS room_key,
+           subvector(m.embedding, 1, vector_dims(m.embedding)) AS embedding
+    FROM unnest(%(clusters)s::integer[], %(ids)s::bigint[]) AS w(cluster, id)
+    JOIN memories_memory m ON m.id = w.id
+    WHERE m.id = ANY(%(ids)s::bigint[]) AND m.status = 'active'
+)
+SELECT x.id, y.id
+FROM member x
+JOIN member y ON y.cluster = x.cluster AND y.scope = x.scope AND y.owner_key = x.owner_key
+    AND y.room_key = x.room_key AND y.id > x.id
+WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
+"""
 
-def neighbours_sql(*, binary_dim: int | None = None) -> str:
-    """NEIGHBOURS_SQL ordered for the vector index, or for binary_index at ``binary_dim`` dimensions."""
-    if binary_dim is None:
-        return NEIGHBOURS_SQL.format(order=VECTOR_ORDER)
-    order = f"{binary_index.expression('c', binary_dim)} <~> {binary_index.expression('m', binary_dim)}"
-    return NEIGHBOURS_SQL.format(order=order)
-
+ASSIGN_SETTINGS = {
+    "hnsw.ef_search": str(CENTROID_EF_SEARCH),
+    # The centroid table is small, so the planner would rather read all of it and sort, per memory.
+    "enable_seqscan": "off",
+}
+PAIRS_SETTINGS = {
+    "work_mem": "64MB",  # the batch's vectors and the join's hash or sorts in memory, not in temp files
+    # The planner cannot know how many rows ``member`` holds; a nested loop over it would compare all
+    # pairs of the batch, not only those in the same cluster, scope, owner and room.
+    "enable_nestloop": "off",
+}
 
 PAIRS_WITHIN_SQL = """
 SELECT p.a, p.b
@@ -79,27 +114,13 @@ WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
 """
 
 Pair = tuple[int, int]
-
-
-def _batches(ids: list[int]) -> Iterator[list[int]]:
-    for start in range(0, len(ids), BATCH_SIZE):
-        yield ids[start : start + BATCH_SIZE]
+Progress = Callable[[str, int, int], None]
+Batch = tuple[int, dict]  # (its size for progress, the statement's parameters)
 
 
 @contextmanager
-def _search_settings(cursor, ef_search: int) -> Iterator[None]:
-    """Settings for the neighbour queries on this connection; the previous values are put back after.
-
-    pgvector's iterative scan stays as configured (relaxed_order, see settings): rows the index still
-    holds but this transaction cannot see (deleted, not yet vacuumed) or that are not active would
-    otherwise use up the search breadth and hide real neighbours.
-    """
-    wanted = {
-        "hnsw.ef_search": str(ef_search),
-        # On a few thousand rows the planner prefers a sequential scan and a sort per memory, which
-        # reads every vector once per memory: 8 s instead of 0.15 s per 1000 memories at 2000 rows.
-        "enable_seqscan": "off",
-    }
+def _session_settings(cursor, wanted: dict[str, str]) -> Iterator[None]:
+    """``wanted`` settings on this connection for the block; the previous values are put back after."""
     previous = {}
     for name, value in wanted.items():
         cursor.execute("SELECT current_setting(%s, true), set_config(%s, %s, false)", [name, name, value])
@@ -114,90 +135,134 @@ def _search_settings(cursor, ef_search: int) -> Iterator[None]:
             pass  # an aborted transaction rolls the settings back itself
 
 
-_DEFAULTS = {"hnsw.ef_search": "40", "enable_seqscan": "on"}
+_DEFAULTS = {"hnsw.ef_search": "40", "enable_seqscan": "on", "enable_nestloop": "on", "work_mem": "4MB"}
 
 
-class _Search:
-    """Collects pairs, lost and crowded memories from batches searched on one or more connections."""
+@contextmanager
+def _centroids(ids: list[int]) -> Iterator[None]:
+    """The centroid table of the memories ``ids`` (clusters numbered from 1), dropped after the block."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")  # left by a run that crashed
+        cursor.execute("SELECT vector_dims(embedding) FROM memories_memory WHERE id = %s", [ids[0]])
+        cursor.execute(CREATE_CENTROIDS_SQL.format(dim=cursor.fetchone()[0]))
+        cursor.execute(FILL_CENTROIDS_SQL, {"ids": ids})
+        cursor.execute(INDEX_CENTROIDS_SQL)
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")
+        except DatabaseError:
+            pass  # in an aborted transaction: its rollback drops the table
 
-    def __init__(self, *, threshold: float, parallel: bool, progress: Callable[[str, int, int], None]):
-        self.threshold, self.parallel, self.progress = threshold, parallel, progress
-        self.pairs: set[Pair] = set()
-        self.lost: list[int] = []  # of the last run(): memories whose search did not find themselves
-        self.crowded: list[int] = []  # of the last run(): memories whose k nearest were all near-identical
-        self.done = self.total = 0
-        self.stage: str | None = None
-        self._lock = threading.Lock()
 
-    def run(
-        self, ids: list[int], *, k: int, ef_search: int, stage: str | None = None, binary_dim: int | None = None
-    ) -> None:
-        """Search the neighbours of ``ids`` (in binary_index when ``binary_dim``); on WORKERS connections when parallel."""
-        self.lost, self.crowded, self.done, self.total, self.stage = [], [], 0, len(ids), stage
-        sql = neighbours_sql(binary_dim=binary_dim)
-        batches = list(_batches(ids))
-        if self.parallel and len(batches) > 1:
-            slices = [batches[i::WORKERS] for i in range(WORKERS)]
-            with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-                for _ in pool.map(lambda part: self._search_on_own_connection(sql, part, k, ef_search), slices):
-                    pass  # re-raises a worker's exception
-        else:
-            self._search(sql, batches, k, ef_search)
+def _run(
+    sql: str, batches: list[Batch], *, settings: dict[str, str], parallel: bool, stage: str, progress: Progress
+) -> list[tuple]:
+    """The rows of ``sql`` run once per batch: on WORKERS connections of their own when ``parallel``."""
+    pending: queue.SimpleQueue[Batch] = queue.SimpleQueue()
+    for batch in batches:
+        pending.put(batch)
+    rows: list[tuple] = []
+    lock = threading.Lock()
+    total = sum(size for size, _ in batches)
+    done = 0
 
-    def _search_on_own_connection(self, sql: str, batches: list[list[int]], k: int, ef_search: int) -> None:
+    def work() -> None:
+        nonlocal done
+        with connection.cursor() as cursor, _session_settings(cursor, settings):
+            while True:
+                try:
+                    size, params = pending.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    cursor.execute(sql, params)
+                except BaseException:
+                    while not pending.empty():  # the other workers stop too
+                        pending.get_nowait()
+                    raise
+                found = cursor.fetchall()
+                with lock:
+                    rows.extend(found)
+                    done += size
+                    progress(stage, done, total)
+
+    def work_on_own_connection() -> None:
         # A worker thread: Django gives it its own connection, closed here.
         try:
-            self._search(sql, batches, k, ef_search)
+            work()
         finally:
             connection.close()
 
-    def _search(self, sql: str, batches: list[list[int]], k: int, ef_search: int) -> None:
-        with connection.cursor() as cursor, _search_settings(cursor, ef_search):
-            for batch in batches:
-                cursor.execute(sql, {"k": k, "ids": batch, "max_distance": 1 - self.threshold})
-                rows = cursor.fetchall()
-                found_itself = {a for a, b, _ in rows if a == b}
-                others = Counter(a for a, b, _ in rows if a != b)
-                with self._lock:
-                    self.pairs.update((min(a, b), max(a, b)) for a, b, same_scope in rows if same_scope and a != b)
-                    self.lost += [a for a in batch if a not in found_itself]
-                    self.crowded += [a for a, count in others.items() if count >= k - 1]
-                    self.done += len(batch)
-                    if self.stage:
-                        self.progress(self.stage, self.done, self.total)
+    progress(stage, 0, total)
+    if parallel and len(batches) > 1:
+        with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+            for future in [pool.submit(work_on_own_connection) for _ in range(WORKERS)]:
+                future.result()  # re-raises a worker's exception
+    else:
+        work()
+    return rows
 
 
-def near_duplicate_pairs(*, threshold: float, progress: Callable[[str, int, int], None] | None = None) -> set[Pair]:
+def _assign_batches(ids: list[int]) -> list[Batch]:
+    return [
+        (len(ids[start : start + ASSIGN_BATCH]), {"ids": ids[start : start + ASSIGN_BATCH], "margin": MARGIN})
+        for start in range(0, len(ids), ASSIGN_BATCH)
+    ]
+
+
+def _pairs_batches(members: list[tuple[int, int]], max_distance: float) -> list[Batch]:
+    """Whole clusters, up to PAIRS_BATCH members a batch (a larger cluster alone), largest batches first."""
+    by_cluster: dict[int, list[int]] = {}
+    for cluster, pk in members:
+        by_cluster.setdefault(cluster, []).append(pk)
+    batches: list[Batch] = []
+    clusters: list[int] = []
+    ids: list[int] = []
+    for cluster in sorted(by_cluster):
+        if ids and len(ids) + len(by_cluster[cluster]) > PAIRS_BATCH:
+            batches.append((len(set(clusters)), {"clusters": clusters, "ids": ids, "max_distance": max_distance}))
+            clusters, ids = [], []
+        clusters += [cluster] * len(by_cluster[cluster])
+        ids += by_cluster[cluster]
+    if ids:
+        batches.append((len(set(clusters)), {"clusters": clusters, "ids": ids, "max_distance": max_distance}))
+    # Largest first, so that the workers finish at about the same time.
+    return sorted(batches, key=lambda batch: len(batch[1]["ids"]), reverse=True)
+
+
+def near_duplicate_pairs(*, threshold: float, progress: Progress | None = None) -> set[Pair]:
     """Pairs (low id, high id) of active memories, same scope/owner/room, with similarity >= ``threshold``.
 
-    Approximate like any HNSW search, but a search that misses the memory itself is repeated in the
-    second graph (binary_index), then wider in both graphs. Runs on two connections when the table is large and
-    the caller is outside a transaction (other connections cannot see uncommitted rows).
+    Approximate (see the module's description). Runs on two connections when the table is large and
+    the caller is outside a transaction (other connections cannot see uncommitted rows). Progress
+    stages: "clusters" (memories), then "pairs" (clusters).
     """
+    report = progress or (lambda stage, done, total: None)
     ids = list(Memory.objects.active().order_by("pk").values_list("pk", flat=True))
+    if len(ids) < 2:
+        return set()
     parallel = len(ids) >= PARALLEL_FROM and not connection.in_atomic_block
-    search = _Search(threshold=threshold, parallel=parallel, progress=progress or (lambda *args: None))
-    search.run(ids, k=NEIGHBOURS, ef_search=EF_SEARCH, stage="neighbours")
-    crowded = search.crowded
-    binary_dim = embedding_column_dim() if search.lost else None  # only the repeat searches need it
-    for ef_search, stage in (
-        (EF_SEARCH_BINARY, "searching lost ones again (sign bits)"),
-        (EF_SEARCH_LAST, f"searching lost ones again (sign bits, ef_search {EF_SEARCH_LAST})"),
-    ):
-        if search.lost:
-            search.run(sorted(search.lost), k=NEIGHBOURS, ef_search=ef_search, stage=stage, binary_dim=binary_dim)
-            crowded += search.crowded
-    if search.lost:
-        search.run(
-            sorted(search.lost),
-            k=NEIGHBOURS,
-            ef_search=EF_SEARCH_LAST,
-            stage=f"searching lost ones again (ef_search {EF_SEARCH_LAST})",
+    with _centroids(ids[::CLUSTER_SIZE]):
+        members = _run(
+            ASSIGN_SQL,
+            _assign_batches(ids),
+            settings=ASSIGN_SETTINGS,
+            parallel=parallel,
+            stage="clusters",
+            progress=report,
         )
-        crowded += search.crowded
-    if crowded:
-        search.run(sorted(set(crowded)), k=NEIGHBOURS_CROWDED, ef_search=EF_SEARCH_LAST)
-    return search.pairs
+    pairs = _run(
+        PAIRS_SQL,
+        _pairs_batches(members, 1 - threshold),
+        settings=PAIRS_SETTINGS,
+        parallel=parallel,
+        stage="pairs",
+        progress=report,
+    )
+    return set(pairs)
 
 
 def pairs_within(*, pairs: set[Pair], threshold: float) -> set[Pair]:
@@ -205,8 +270,8 @@ def pairs_within(*, pairs: set[Pair], threshold: float) -> set[Pair]:
     result: set[Pair] = set()
     ordered = sorted(pairs)
     with connection.cursor() as cursor:
-        for start in range(0, len(ordered), 10 * BATCH_SIZE):
-            chunk = ordered[start : start + 10 * BATCH_SIZE]
+        for start in range(0, len(ordered), 10_000):
+            chunk = ordered[start : start + 10_000]
             cursor.execute(
                 PAIRS_WITHIN_SQL,
                 {"a": [a for a, _ in chunk], "b": [b for _, b in chunk], "max_distance": 1 - threshold},

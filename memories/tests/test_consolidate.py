@@ -7,13 +7,13 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from justai_memory.errors import ApplicationError
 from justai_memory.schedules import SCHEDULES
-from memories import binary_index, jobs
+from memories import jobs
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Provenance, Scope, Tombstone
 from memories.selectors import near_duplicates
 from memories.services import consolidate as consolidate_module
@@ -434,91 +434,90 @@ def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     assert (stale.status, stale.error) == ("failed", "Interrupted")
 
 
-def lost_in_the_vector_graph(monkeypatch):
-    """Make every vector-index search come back without the memory itself and with the farthest rows:
-    what HNSW does when a search ends in the wrong part of its graph."""
-    monkeypatch.setattr(near_duplicates, "VECTOR_ORDER", "c.id = m.id, c.embedding <=> m.embedding DESC")
+def plant_a_pair_across_a_cluster_border() -> tuple[Memory, Memory, list[Memory]]:
+    """Two near-identical memories (2 degrees apart) whose nearest centroids differ, by 0.02 in distance.
 
-
-def consolidate_a_pair_among_six_others() -> tuple[Memory, Memory, ConsolidationRun, list[tuple[str, int]]]:
-    """A near-identical pair and six unrelated memories, consolidated; the searches' (stage, total) as they end."""
-    kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(0))
+    With a centroid per three memories, the first and fourth memory are the centroids: at -30 and
+    +40 degrees, with the pair at 4 and 6 degrees between them (34 and 36 degrees from either).
+    """
+    first = MemoryFactory(content="Unrelated fact", embedding=at(-30))
+    kept = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.CONFIRMED, embedding=at(4))
+    others = [MemoryFactory(content="Other fact 1", embedding=at(0, 1))]
+    second = MemoryFactory(content="Another unrelated fact", embedding=at(40))
     merged = MemoryFactory(
-        content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(10)
+        content="The wifi password is on the fridge.", provenance=Provenance.EXTRACTED, embedding=at(6)
     )
-    for plane in range(1, 7):
-        MemoryFactory(content=f"Unrelated fact {plane}", embedding=at(0, plane))
+    others += [MemoryFactory(content="Other fact 2", embedding=at(0, 2)), first, second]
+    return kept, merged, others
+
+
+def test_near_identical_memories_either_side_of_a_cluster_border_meet_in_both_clusters(monkeypatch):
+    monkeypatch.setattr(near_duplicates, "CLUSTER_SIZE", 3)
+    kept, merged, others = plant_a_pair_across_a_cluster_border()
     stages = []
 
     def progress(stage, done, total):
-        if done == total and stage.startswith(("neighbours", "searching")):
+        if done == total and stage in ("clusters", "pairs"):
             stages.append((stage, total))
 
-    return kept, merged, memories_consolidate(started_by="test", progress=progress), stages
+    run = memories_consolidate(started_by="test", progress=progress)
+
+    assert run.changes == [Change(Rule.MERGE, merged.pk, kept.pk)]
+    assert stages == [("clusters", 6), ("pairs", 2)]
+    assert all(exists(memory) for memory in others)
 
 
-def test_memories_the_vector_graph_loses_are_searched_again_in_the_sign_bit_graph(monkeypatch):
-    lost_in_the_vector_graph(monkeypatch)
-    kept, merged, run, stages = consolidate_a_pair_among_six_others()
-
-    assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
-    # Found there, no memory is lost any more: no wider search follows.
-    assert stages == [("neighbours", 8), ("searching lost ones again (sign bits)", 8)]
-
-
-def test_memories_both_graphs_lose_at_first_are_searched_again_wider(monkeypatch):
-    # The sign-bit searches are lost too at the first, narrow breadth (self last, farthest rows
-    # first); only the wide sign-bit search finds its way.
-    lost_in_the_vector_graph(monkeypatch)
-    narrow = near_duplicates.neighbours_sql
-
-    def lost_when_narrow(*, binary_dim=None):
-        sql = narrow(binary_dim=binary_dim)
-        if binary_dim is None:
-            return sql
-        head, order = sql.split("ORDER BY ")
-        order, tail = order.split("\n", 1)
-        lossy = f"CASE WHEN current_setting('hnsw.ef_search') = '16' THEN (c.id = m.id)::int * 1000 - ({order}) ELSE {order} END"
-        return f"{head}ORDER BY {lossy}\n{tail}"
-
-    monkeypatch.setattr(near_duplicates, "neighbours_sql", lost_when_narrow)
-    kept, merged, run, stages = consolidate_a_pair_among_six_others()
-
-    assert Change(Rule.MERGE, merged.pk, kept.pk) in run.changes
-    assert stages == [
-        ("neighbours", 8),
-        ("searching lost ones again (sign bits)", 8),
-        ("searching lost ones again (sign bits, ef_search 100)", 8),
-    ]
+def test_without_the_margin_the_pair_across_the_border_is_not_found(monkeypatch):
+    # What the second cluster is for: by nearest centroid alone, the pair ends up in two clusters.
+    monkeypatch.setattr(near_duplicates, "CLUSTER_SIZE", 3)
+    kept, merged, _ = plant_a_pair_across_a_cluster_border()
+    assert near_duplicates.near_duplicate_pairs(threshold=0.92) == {(kept.pk, merged.pk)}
+    monkeypatch.setattr(near_duplicates, "MARGIN", 0.0)
+    assert near_duplicates.near_duplicate_pairs(threshold=0.92) == set()
 
 
-def test_the_sign_bit_search_uses_its_index_built_for_the_column_dimension():
+def centroid_table_exists() -> bool:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [binary_index.NAME])
-        assert "binary_quantize(embedding))::bit(512)" in cursor.fetchone()[0]
-        with near_duplicates._search_settings(cursor, near_duplicates.EF_SEARCH_BINARY):
-            cursor.execute(
-                "EXPLAIN " + near_duplicates.neighbours_sql(binary_dim=512),
-                {"k": 4, "ids": [1, 2], "max_distance": 0.1},
-            )
-            assert binary_index.NAME in "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [near_duplicates.CENTROIDS])
+        return cursor.fetchone()[0]
+
+
+def test_the_centroid_table_is_dropped_after_the_search_and_a_leftover_one_replaced():
+    planted = plant_one_of_each()
+    with connection.cursor() as cursor:  # as a run that crashed would have left it
+        cursor.execute(f"CREATE UNLOGGED TABLE {near_duplicates.CENTROIDS} (leftover text)")
+    run = consolidate()
+    assert Change(Rule.MERGE, planted["merged"].pk, planted["stays"].pk) in run.changes
+    assert not centroid_table_exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_search_drops_the_centroid_table_too(monkeypatch):
+    plant_one_of_each()
+    monkeypatch.setattr(near_duplicates, "ASSIGN_SQL", "SELECT 1 / 0 WHERE %(margin)s > 0")
+    with pytest.raises(DatabaseError):
+        consolidate()
+    assert not centroid_table_exists()
+    assert ConsolidationRun.objects.get().status == "failed"
 
 
 @pytest.mark.django_db(transaction=True)
 def test_on_a_large_table_the_search_runs_on_two_connections_with_the_same_result(monkeypatch):
     planted = plant_one_of_each()
-    monkeypatch.setattr(near_duplicates, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(near_duplicates, "BATCH_SIZE", 2)
+    alone = near_duplicates.near_duplicate_pairs(threshold=0.92)
+    for name, value in (("PARALLEL_FROM", 2), ("CLUSTER_SIZE", 2), ("ASSIGN_BATCH", 2), ("PAIRS_BATCH", 2)):
+        monkeypatch.setattr(near_duplicates, name, value)
     threads = set()
-    search = near_duplicates._Search._search
+    settings = near_duplicates._session_settings
 
-    def remember_thread(self, *args):
+    def remember_thread(cursor, wanted):
         threads.add(threading.get_ident())
-        return search(self, *args)
+        return settings(cursor, wanted)
 
-    monkeypatch.setattr(near_duplicates._Search, "_search", remember_thread)
-    run = consolidate()
+    monkeypatch.setattr(near_duplicates, "_session_settings", remember_thread)
+    assert near_duplicates.near_duplicate_pairs(threshold=0.92) == alone
     assert len(threads - {threading.get_ident()}) == 2  # two worker threads, each its own connection
+    run = consolidate()
     assert Change(Rule.MERGE, planted["merged"].pk, planted["stays"].pk) in run.changes
     assert (run.merged, run.superseded, run.deleted) == (1, 1, 1)
 
@@ -571,7 +570,8 @@ def test_the_dry_run_command_prints_ids_and_rules_never_content(capsys):
     assert f"merge: memory #{planted['merged'].pk} merged into #{planted['stays'].pk}" in out
     assert f"supersede: memory #{planted['old'].pk} superseded by #{planted['new'].pk}" in out
     assert f"prune: memory #{planted['guess'].pk} deleted" in out
-    assert "finding near-identical pairs: 5/5 (100%)" in out
+    assert "grouping similar memories: 5/5 (100%)" in out
+    assert "finding near-identical pairs, cluster by cluster: 1/1 (100%)" in out
     assert "Dry run, nothing changed: would have merged 1, superseded 1, deleted 1" in out
     for memory in planted.values():
         assert memory.content not in out

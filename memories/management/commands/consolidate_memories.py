@@ -11,7 +11,8 @@ DESCRIBE = {
 }
 STAGES = {
     Rule.PRUNE: "pruning",
-    "neighbours": "finding near-identical pairs",
+    "clusters": "grouping similar memories",
+    "pairs": "finding near-identical pairs, cluster by cluster",
     Rule.MERGE: "merging",
     Rule.SUPERSEDE: "superseding",
 }
