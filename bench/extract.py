@@ -84,7 +84,6 @@ def load(
     from django.utils import timezone
     from pgvector.psycopg import register_vector
 
-    from memories import binary_index
     from memories.models import Memory, Tombstone
     from people.models import Person, Room
 
@@ -93,8 +92,6 @@ def load(
     index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
     with connection.schema_editor() as editor:
         editor.remove_index(Memory, index)
-    with connection.cursor() as cursor:
-        binary_index.drop(cursor)
     connection.ensure_connection()
     register_vector(connection.connection)
     now = timezone.now()
@@ -126,8 +123,6 @@ def load(
     started = time.perf_counter()
     with connection.schema_editor() as editor:
         editor.add_index(Memory, index)
-    with connection.cursor() as cursor:
-        binary_index.create(cursor, dim=vectors.shape[1])
     print(f"  HNSW index built in {time.perf_counter() - started:.0f} s")
     picks = rng.integers(0, len(pool), size=tombstones)
     Tombstone.objects.bulk_create(

@@ -173,7 +173,6 @@ class Corpus:
         """COPY ``count`` generated rows (plus ``extra_rows``) with the vector and text indexes dropped, then rebuild them."""
         from django.db import connection
 
-        from memories import binary_index
         from memories.models import Memory
 
         started = time.perf_counter()
@@ -182,7 +181,6 @@ class Corpus:
             for index in indexes:
                 editor.remove_index(Memory, index)
         with connection.cursor() as cursor:
-            binary_index.drop(cursor)
             with cursor.cursor.copy(f"COPY memories_memory ({self.COLUMNS}) FROM STDIN") as copy:
                 for row in self.rows(start, count):
                     copy.write_row(row)
@@ -193,7 +191,6 @@ class Corpus:
             for index in indexes:
                 editor.add_index(Memory, index)
         with connection.cursor() as cursor:
-            binary_index.create(cursor, dim=self.vectors.shape[1])
             cursor.execute("RESET maintenance_work_mem")
             # VACUUM too: left to autovacuum, it would vacuum the freshly loaded table (and its HNSW
             # index) in the background while the recalls are timed.

@@ -7,7 +7,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
-from memories import binary_index
 from memories.embedders import Embedder, configured_dim, embedder_by_name, get_embedder, vector_literal
 from memories.models import EmbeddingSpace, Memory, Tombstone
 
@@ -107,8 +106,6 @@ def memories_reembed(*, batch_size: int = 256, progress: Callable[[int, int], No
         index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
         with connection.schema_editor(atomic=False) as editor:
             editor.remove_index(Memory, index)
-            with connection.cursor() as cursor:
-                binary_index.drop(cursor)  # its expression names the dimension
             if old_dim != target.dim:
                 editor.execute("ALTER TABLE memories_memory ALTER COLUMN embedding DROP NOT NULL")
                 editor.execute(
@@ -131,8 +128,6 @@ def memories_reembed(*, batch_size: int = 256, progress: Callable[[int, int], No
             if old_dim != target.dim:
                 editor.execute("ALTER TABLE memories_memory ALTER COLUMN embedding SET NOT NULL")
             editor.add_index(Memory, index)
-            with connection.cursor() as cursor:
-                binary_index.create(cursor, dim=target.dim)
         EmbeddingSpace.objects.update_or_create(pk=1, defaults={"embedder": target.name, "dim": target.dim})
     forget_verification()
     logger.info("re-embedded %d memories with %s", done, target.name)

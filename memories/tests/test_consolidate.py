@@ -491,6 +491,13 @@ def test_the_centroid_table_is_dropped_after_the_search_and_a_leftover_one_repla
     assert not centroid_table_exists()
 
 
+def test_the_sign_bit_index_of_the_earlier_search_is_gone():
+    # Migration 0009: the search per memory searched again in it; one index fewer to update.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'memory_embedding_bq'")
+        assert cursor.fetchone()[0] == 0
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_failed_search_drops_the_centroid_table_too(monkeypatch):
     plant_one_of_each()
