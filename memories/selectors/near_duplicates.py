@@ -4,25 +4,23 @@ Comparing every memory with every other one grows with the square of their numbe
 neighbour query per memory costs more per memory the larger its graph (and at 100k memories 7 % of
 those searches ended in the wrong part of it). Instead, in three steps:
 
-1. **Centroids.** Every CLUSTER_SIZE-th active memory (in id order) lends its vector to a centroid:
-   a small work table (``CENTROIDS``, unlogged) with its own HNSW index.
+1. **Centroids.** Every CLUSTER_SIZE-th active memory (in id order) lends its vector to a centroid.
 2. **Clusters.** Each active memory belongs to the cluster of its nearest centroid, and to that of
    its second nearest too when that one is hardly farther (MARGIN): near-identical memories next to
-   a border between two clusters still meet in one of them. One LATERAL query per batch of
-   memories; ~1.4 clusters a memory.
-3. **Pairs.** Per batch of whole clusters, one self-join of their members on cluster, scope, owner
-   and room keeps the pairs within the duplicate threshold: every pair compared in SQL, but only
-   within a cluster (~CLUSTER_SIZE memories).
+   a border between two clusters still meet in one of them. The distances to the centroids are one
+   matrix product per batch of memories, in numpy (the vectors read in pgvector's binary form);
+   ~1.4 clusters a memory.
+3. **Pairs.** Per batch of whole clusters, one SQL self-join of their members on cluster, scope,
+   owner and room keeps the pairs within the duplicate threshold: every pair compared in PostgreSQL,
+   but only within a cluster (~CLUSTER_SIZE memories).
 
-The work grows with the number of memories times the cluster size, plus one search among the
-centroids per memory. Steps 2 and 3 only read, so on a large table they run on two connections
-(PostgreSQL would not run them in its own parallel workers). Like any approximate search it can
+The comparisons grow with the number of memories times the cluster size; the arithmetic of step 2
+with the number of memories times the number of centroids (0.6 s at 100k memories, a minute at a
+million). Steps 2 and 3 run on two connections on a large table. Like any approximate search it can
 miss a pair: near-identical memories whose nearest centroids differ by more than MARGIN
-(bench/consolidate.py: more duplicates found than with an HNSW search per memory). The caller judges
-the candidates again under lock (``pairs_within``): the data may change between the search and the
-merge. The centroid table holds copies of one vector in CLUSTER_SIZE, no text; it is dropped when
-the search ends (or, after a crash, when the next one starts). The caller holds the consolidation
-lock, so no two searches share it.
+(bench/consolidate.py: more duplicate pairs found than with an HNSW search per memory). The caller
+judges the candidates again under lock (``pairs_within``): the data may change between the search
+and the merge. Nothing is written: no work table, the vectors stay in this process for the search.
 """
 
 import queue
@@ -31,6 +29,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+import numpy as np
 from django.db import DatabaseError, connection
 
 from memories.models import Memory
@@ -39,40 +38,15 @@ CLUSTER_SIZE = 250  # active memories per centroid
 # How much farther (cosine distance) the second nearest centroid may be for a memory to join its
 # cluster too. Near-identical memories are at most 0.08 apart (the duplicate threshold 0.92).
 MARGIN = 0.03
-# The centroids' HNSW graph (a few hundred centroids at 100k memories): 8 links a node and search
-# breadth 24 cost 20 % less than the default 16 links and found 0.1 % fewer pairs at 100k.
-CENTROID_EF_SEARCH = 24
-CENTROID_M = 8
-ASSIGN_BATCH = 5000  # memories per clustering statement
+ASSIGN_BATCH = 5000  # memories per clustering batch: one read of their vectors, one matrix product
 PAIRS_BATCH = 4000  # cluster members (whole clusters) per pairing statement: ~8 MB of vectors
 WORKERS = 2
 PARALLEL_FROM = 5000  # active memories; below this one connection is quick enough
 
-CENTROIDS = "memories_duplicate_centroids"
-
-CREATE_CENTROIDS_SQL = f"""
-CREATE UNLOGGED TABLE {CENTROIDS} (cluster integer PRIMARY KEY, embedding vector({{dim:d}}) STORAGE PLAIN NOT NULL)
-"""
-FILL_CENTROIDS_SQL = f"""
-INSERT INTO {CENTROIDS} (cluster, embedding)
-SELECT row_number() OVER (ORDER BY id), embedding FROM memories_memory WHERE id = ANY(%(ids)s)
-"""
-INDEX_CENTROIDS_SQL = f"CREATE INDEX ON {CENTROIDS} USING hnsw (embedding vector_cosine_ops) WITH (m = {CENTROID_M})"
-
-# The nearest two centroids of each memory; the second only within MARGIN of the first.
-ASSIGN_SQL = f"""
-SELECT c.cluster, m.id
-FROM memories_memory m
-CROSS JOIN LATERAL (
-    SELECT cluster, distance, min(distance) OVER () AS nearest
-    FROM (
-        SELECT cluster, embedding <=> m.embedding AS distance
-        FROM {CENTROIDS}
-        ORDER BY embedding <=> m.embedding
-        LIMIT 2
-    ) AS two
-) AS c
-WHERE m.id = ANY(%(ids)s::bigint[]) AND m.status = 'active' AND c.distance <= c.nearest + %(margin)s
+# pgvector's binary form of each vector (vector_send: int16 dimensions, int16 unused, then big-endian
+# float4s): no decimals to print and parse, and the same float32 values as stored.
+VECTORS_SQL = """
+SELECT id, vector_send(embedding) FROM memories_memory WHERE id = ANY(%(ids)s::bigint[]) AND status = 'active'
 """
 
 # ``member`` holds a copy of each vector (subvector of all of it): the stored one is TOASTed and would
@@ -93,11 +67,6 @@ JOIN member y ON y.cluster = x.cluster AND y.scope = x.scope AND y.owner_key = x
 WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
 """
 
-ASSIGN_SETTINGS = {
-    "hnsw.ef_search": str(CENTROID_EF_SEARCH),
-    # The centroid table is small, so the planner would rather read all of it and sort, per memory.
-    "enable_seqscan": "off",
-}
 PAIRS_SETTINGS = {
     "work_mem": "64MB",  # the batch's vectors and the join's hash or sorts in memory, not in temp files
     # The planner cannot know how many rows ``member`` holds; a nested loop over it would compare all
@@ -115,7 +84,8 @@ WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
 
 Pair = tuple[int, int]
 Progress = Callable[[str, int, int], None]
-Batch = tuple[int, dict]  # (its size for progress, the statement's parameters)
+Batch = tuple[int, dict]  # (its size for progress, the step's parameters)
+Step = Callable[..., list[tuple]]  # (cursor, parameters) -> rows
 
 
 @contextmanager
@@ -135,32 +105,36 @@ def _session_settings(cursor, wanted: dict[str, str]) -> Iterator[None]:
             pass  # an aborted transaction rolls the settings back itself
 
 
-_DEFAULTS = {"hnsw.ef_search": "40", "enable_seqscan": "on", "enable_nestloop": "on", "work_mem": "4MB"}
+_DEFAULTS = {"enable_nestloop": "on", "work_mem": "4MB"}
 
 
-@contextmanager
-def _centroids(ids: list[int]) -> Iterator[None]:
-    """The centroid table of the memories ``ids`` (clusters numbered from 1), dropped after the block."""
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")  # left by a run that crashed
-        cursor.execute("SELECT vector_dims(embedding) FROM memories_memory WHERE id = %s", [ids[0]])
-        cursor.execute(CREATE_CENTROIDS_SQL.format(dim=cursor.fetchone()[0]))
-        cursor.execute(FILL_CENTROIDS_SQL, {"ids": ids})
-        cursor.execute(INDEX_CENTROIDS_SQL)
-    try:
-        yield
-    finally:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(f"DROP TABLE IF EXISTS {CENTROIDS}")
-        except DatabaseError:
-            pass  # in an aborted transaction: its rollback drops the table
+def _unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
+    """The active ones of ``ids`` and their vectors scaled to length 1 (a row each), as float32."""
+    cursor.execute(VECTORS_SQL, {"ids": ids})
+    rows = cursor.fetchall()
+    if not rows:
+        return [], np.empty((0, 0), dtype=np.float32)
+    raw = np.frombuffer(b"".join(memoryview(vector)[4:] for _, vector in rows), dtype=">f4")
+    vectors = raw.reshape(len(rows), -1).astype(np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), np.float32(1e-12))
+    return [pk for pk, _ in rows], vectors
+
+
+def _clusters(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, cluster) of each vector's nearest centroid, and of its second nearest within MARGIN."""
+    if len(centroids) <= 1:  # one cluster (or none left: a race with a forget)
+        return np.arange(len(vectors)), np.zeros(len(vectors), dtype=np.int64)
+    distance = 1.0 - vectors @ centroids.T
+    nearest_two = np.argpartition(distance, 1, axis=1)[:, :2]
+    two = np.take_along_axis(distance, nearest_two, axis=1)
+    rows, which = np.nonzero(two <= two.min(axis=1, keepdims=True) + MARGIN)
+    return rows, nearest_two[rows, which]
 
 
 def _run(
-    sql: str, batches: list[Batch], *, settings: dict[str, str], parallel: bool, stage: str, progress: Progress
+    step: Step, batches: list[Batch], *, settings: dict[str, str], parallel: bool, stage: str, progress: Progress
 ) -> list[tuple]:
-    """The rows of ``sql`` run once per batch: on WORKERS connections of their own when ``parallel``."""
+    """The rows of ``step(cursor, params)`` for every batch: on WORKERS connections of their own when ``parallel``."""
     pending: queue.SimpleQueue[Batch] = queue.SimpleQueue()
     for batch in batches:
         pending.put(batch)
@@ -178,12 +152,11 @@ def _run(
                 except queue.Empty:
                     return
                 try:
-                    cursor.execute(sql, params)
+                    found = step(cursor, params)
                 except BaseException:
                     while not pending.empty():  # the other workers stop too
                         pending.get_nowait()
                     raise
-                found = cursor.fetchall()
                 with lock:
                     rows.extend(found)
                     done += size
@@ -206,11 +179,18 @@ def _run(
     return rows
 
 
-def _assign_batches(ids: list[int]) -> list[Batch]:
-    return [
-        (len(ids[start : start + ASSIGN_BATCH]), {"ids": ids[start : start + ASSIGN_BATCH], "margin": MARGIN})
-        for start in range(0, len(ids), ASSIGN_BATCH)
-    ]
+def _assign(cursor, params: dict) -> list[tuple[int, int]]:
+    """(cluster, id) of the memories ``params["ids"]``: see _clusters."""
+    ids, vectors = _unit_vectors(cursor, params["ids"])
+    if not ids:
+        return []
+    rows, clusters = _clusters(vectors, params["centroids"])
+    return [(int(cluster), ids[row]) for row, cluster in zip(rows, clusters, strict=True)]
+
+
+def _pair(cursor, params: dict) -> list[tuple[int, int]]:
+    cursor.execute(PAIRS_SQL, params)
+    return cursor.fetchall()
 
 
 def _pairs_batches(members: list[tuple[int, int]], max_distance: float) -> list[Batch]:
@@ -245,17 +225,15 @@ def near_duplicate_pairs(*, threshold: float, progress: Progress | None = None) 
     if len(ids) < 2:
         return set()
     parallel = len(ids) >= PARALLEL_FROM and not connection.in_atomic_block
-    with _centroids(ids[::CLUSTER_SIZE]):
-        members = _run(
-            ASSIGN_SQL,
-            _assign_batches(ids),
-            settings=ASSIGN_SETTINGS,
-            parallel=parallel,
-            stage="clusters",
-            progress=report,
-        )
+    with connection.cursor() as cursor:
+        _, centroids = _unit_vectors(cursor, ids[::CLUSTER_SIZE])
+    batches = [
+        (len(ids[start : start + ASSIGN_BATCH]), {"ids": ids[start : start + ASSIGN_BATCH], "centroids": centroids})
+        for start in range(0, len(ids), ASSIGN_BATCH)
+    ]
+    members = _run(_assign, batches, settings={}, parallel=parallel, stage="clusters", progress=report)
     pairs = _run(
-        PAIRS_SQL,
+        _pair,
         _pairs_batches(members, 1 - threshold),
         settings=PAIRS_SETTINGS,
         parallel=parallel,

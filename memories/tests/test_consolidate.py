@@ -476,21 +476,6 @@ def test_without_the_margin_the_pair_across_the_border_is_not_found(monkeypatch)
     assert near_duplicates.near_duplicate_pairs(threshold=0.92) == set()
 
 
-def centroid_table_exists() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [near_duplicates.CENTROIDS])
-        return cursor.fetchone()[0]
-
-
-def test_the_centroid_table_is_dropped_after_the_search_and_a_leftover_one_replaced():
-    planted = plant_one_of_each()
-    with connection.cursor() as cursor:  # as a run that crashed would have left it
-        cursor.execute(f"CREATE UNLOGGED TABLE {near_duplicates.CENTROIDS} (leftover text)")
-    run = consolidate()
-    assert Change(Rule.MERGE, planted["merged"].pk, planted["stays"].pk) in run.changes
-    assert not centroid_table_exists()
-
-
 def test_the_sign_bit_index_of_the_earlier_search_is_gone():
     # Migration 0009: the search per memory searched again in it; one index fewer to update.
     with connection.cursor() as cursor:
@@ -499,13 +484,17 @@ def test_the_sign_bit_index_of_the_earlier_search_is_gone():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failed_search_drops_the_centroid_table_too(monkeypatch):
-    plant_one_of_each()
-    monkeypatch.setattr(near_duplicates, "ASSIGN_SQL", "SELECT 1 / 0 WHERE %(margin)s > 0")
+def test_a_search_failing_on_a_worker_connection_fails_the_run_and_releases_the_lock(monkeypatch):
+    planted = plant_one_of_each()
+    for name, value in (("PARALLEL_FROM", 2), ("CLUSTER_SIZE", 2), ("PAIRS_BATCH", 2)):
+        monkeypatch.setattr(near_duplicates, name, value)
+    monkeypatch.setattr(near_duplicates, "PAIRS_SQL", "SELECT 1 / 0 WHERE %(max_distance)s > 0")
     with pytest.raises(DatabaseError):
         consolidate()
-    assert not centroid_table_exists()
     assert ConsolidationRun.objects.get().status == "failed"
+    assert exists(planted["merged"]) and exists(planted["guess"])  # nothing changed
+    monkeypatch.undo()
+    assert consolidate().merged == 1
 
 
 @pytest.mark.django_db(transaction=True)
