@@ -15,8 +15,9 @@ Under a PostgreSQL advisory lock, the near-duplicate candidates are searched fir
    that survived step 2 contradict each other: the newest (``valid_at``, ``created_at``, id) stays
    active, every older one becomes ``superseded`` pointing at it. Never deleted.
 
-Candidate pairs for step 2 come from one HNSW neighbour query per memory (a LATERAL join, batched),
-judged again under row locks; step 3 is one GROUP BY statement; nothing compares all pairs in Python.
+Candidate pairs for step 2 come from comparisons within small clusters of similar memories, in SQL
+(``selectors.near_duplicates``), judged again under row locks; step 3 is one GROUP BY statement;
+nothing compares all pairs.
 """
 
 import logging
