@@ -5,11 +5,11 @@ neighbour query per memory costs more per memory the larger its graph (and at 10
 those searches ended in the wrong part of it). Instead, in three steps:
 
 1. **Centroids.** Every CLUSTER_SIZE-th active memory (in id order) lends its vector to a centroid.
-2. **Clusters.** Each active memory belongs to the cluster of its nearest centroid, and to that of
-   its second nearest too when that one is hardly farther (MARGIN): near-identical memories next to
-   a border between two clusters still meet in one of them. The distances to the centroids are one
-   matrix product per batch of memories, in numpy (the vectors read in pgvector's binary form);
-   ~1.4 clusters a memory.
+2. **Clusters.** Each active memory belongs to the cluster of its nearest centroid, and to those of
+   the next nearest too (up to NEAREST in all) that are hardly farther (MARGIN): near-identical
+   memories next to a border between clusters still meet in one of them. The distances to the
+   centroids are one matrix product per batch of memories, in numpy (the vectors read in
+   pgvector's binary form); ~1.5 clusters a memory.
 3. **Pairs.** Per batch of whole clusters, one SQL self-join of their members on cluster, scope,
    owner and room keeps the pairs within the duplicate threshold: every pair compared in PostgreSQL,
    but only within a cluster (~CLUSTER_SIZE memories).
@@ -17,11 +17,10 @@ those searches ended in the wrong part of it). Instead, in three steps:
 The comparisons grow with the number of memories times the cluster size; the arithmetic of step 2
 with the number of memories times the number of centroids (0.6 s at 100k memories, so about a
 minute at a million). Steps 2 and 3 run on two connections on a large table. Like any approximate
-search it can miss a pair: near-identical memories whose nearest centroids differ by more than
-MARGIN (bench/consolidate.py at 100k: 4,606 of 4,609 planted duplicates merged; with an HNSW
-neighbour query per memory 4,591-4,605). The caller judges the candidates again under lock
-(``pairs_within``): the data may change between the search and the merge. Nothing is written: no
-work table; the vectors stay in this process for the length of the search.
+search it can miss a pair: near-identical memories that share none of their nearest centroids
+within MARGIN. The caller judges the candidates again under lock (``pairs_within``): the data may
+change between the search and the merge. Nothing is written: no work table; the vectors stay in
+this process for the length of the search.
 """
 
 import queue
@@ -36,9 +35,13 @@ from django.db import DatabaseError, connection
 from memories.models import Memory
 
 CLUSTER_SIZE = 250  # active memories per centroid
-# How much farther (cosine distance) the second nearest centroid may be for a memory to join its
-# cluster too. Near-identical memories are at most 0.08 apart (the duplicate threshold 0.92).
-MARGIN = 0.03
+# A memory joins the clusters of its NEAREST nearest centroids that are at most MARGIN (cosine
+# distance) farther than the nearest. Centroids are other memories, mostly ~0.6 away and within
+# a few hundredths of each other, so two near-identical memories can rank them differently: with the
+# nearest two within 0.03, 13 of 5,306 planted pairs at 100k memories shared no cluster (all of them
+# reworded, similarity < 0.96); with up to four within 0.02-0.025, none, at 1.4-1.5 clusters a memory.
+NEAREST = 4
+MARGIN = 0.025
 ASSIGN_BATCH = 5000  # memories per clustering batch: one read of their vectors, one matrix product
 PAIRS_BATCH = 4000  # cluster members (whole clusters) per pairing statement: ~8 MB of vectors
 WORKERS = 2
@@ -122,14 +125,15 @@ def _unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
 
 
 def _clusters(vectors: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, cluster) of each vector's nearest centroid, and of its second nearest within MARGIN."""
+    """(row, cluster) of each vector's nearest centroid, and of its next NEAREST - 1 within MARGIN of it."""
     if len(centroids) <= 1:  # one cluster (or none left: a race with a forget)
         return np.arange(len(vectors)), np.zeros(len(vectors), dtype=np.int64)
     distance = 1.0 - vectors @ centroids.T
-    nearest_two = np.argpartition(distance, 1, axis=1)[:, :2]
-    two = np.take_along_axis(distance, nearest_two, axis=1)
-    rows, which = np.nonzero(two <= two.min(axis=1, keepdims=True) + MARGIN)
-    return rows, nearest_two[rows, which]
+    k = min(NEAREST, len(centroids))
+    nearest = np.argpartition(distance, k - 1, axis=1)[:, :k]
+    near = np.take_along_axis(distance, nearest, axis=1)
+    rows, which = np.nonzero(near <= near.min(axis=1, keepdims=True) + MARGIN)
+    return rows, nearest[rows, which]
 
 
 def _run(

@@ -476,6 +476,37 @@ def test_without_the_margin_the_pair_across_the_border_is_not_found(monkeypatch)
     assert near_duplicates.near_duplicate_pairs(threshold=0.92) == set()
 
 
+def along(*weights: float) -> np.ndarray:
+    """A unit vector with these weights on the first axes (and 0 on the others)."""
+    vector = np.zeros(512, dtype=np.float32)
+    vector[: len(weights)] = weights
+    return vector / np.linalg.norm(vector)
+
+
+def test_a_pair_that_ranks_its_shared_centroid_third_still_meets(monkeypatch):
+    # Axis 0 is what all have in common; the pair leans to axes 1 and 2 (similarity 0.94); each
+    # centroid has an axis of its own (3-6) besides. The first (0.1287 away) and second (0.1326)
+    # nearest centroids of the one are the two farthest of the other, which is nearest to the fourth
+    # (0.1287) and then the third (0.1484). The third is the first one's third nearest, 0.0197
+    # farther than its nearest: within MARGIN, but not among its nearest two.
+    monkeypatch.setattr(near_duplicates, "CLUSTER_SIZE", 2)  # every other memory is a centroid
+    memories = []
+    for x, y, own_axis in ((0.4, 0, 3), (0.38, 0, 4), (0.3, 0.3, 5), (0, 0.4, 6)):
+        weights = [1, x, y, 0, 0, 0, 0, 0, 0]
+        weights[own_axis] = math.sqrt(0.5 - x * x - y * y)  # the same length for all: 1.5 squared
+        memories.append(MemoryFactory(content=f"Landmark {own_axis}", embedding=along(*weights)))
+        memories.append(MemoryFactory(content=f"Unrelated fact {own_axis}", embedding=at(0, 10 + own_axis)))
+    kept, merged = memories[1], memories[3]
+    Memory.objects.filter(pk=kept.pk).update(content="The wifi password is on the fridge", embedding=along(1, 0.25))
+    Memory.objects.filter(pk=merged.pk).update(
+        content="The wifi password is on the fridge.", embedding=along(1, 0, 0.25)
+    )
+
+    assert near_duplicates.near_duplicate_pairs(threshold=0.92) == {(kept.pk, merged.pk)}
+    monkeypatch.setattr(near_duplicates, "NEAREST", 2)
+    assert near_duplicates.near_duplicate_pairs(threshold=0.92) == set()
+
+
 def test_the_sign_bit_index_of_the_earlier_search_is_gone():
     # Migration 0009: the search per memory searched again in it; one index fewer to update.
     with connection.cursor() as cursor:
