@@ -8,7 +8,7 @@ once (and kept in the temp folder for the next run), translations of one another
 (one sentence per group with similarity >= 0.8; ~2.3k stay), and each distinct memory is a new mix
 of three pool sentences plus random noise: its nearest other memory is typically ~0.73 similar and
 stays clear of the duplicate threshold, so what consolidation finds should be what was planted. A
-planted near-duplicate is a copy with tiny noise (similarity ~0.99). Rows are bulk-inserted with COPY
+planted near-duplicate is a copy with noise (see below). Rows are bulk-inserted with COPY
 and the HNSW index is built before timing; only ``memories_consolidate`` is timed (a real run, not a
 dry run), on a throwaway embedded PostgreSQL. Each size is run ``--repeat`` times, each time on a
 freshly loaded table, and the medians are compared (one run at 10k takes about a second, so a
@@ -18,8 +18,8 @@ Planted per size, in realistic scopes (shared, system, private of 5 people, room
 ~5% near-duplicate copies (some groups of three; a quarter at similarity 0.935-0.958, the rest
 ~0.99), ~0.2% near-identical pairs whose numbers differ (must not merge), ~2% in contradiction groups
 of 2-3 with the same subject/predicate, ~1% guesses never recalled and over 90 days old (pruned),
-plus 85-89-day and recalled old guesses (kept). After the timed run's first warm-up search, the
-search's recall is checked against the exact pairs of 2000 sampled memories (numpy).
+plus 85-89-day and recalled old guesses (kept). The first run's warm-up search of each size is
+checked against the exact pairs of 2000 sampled memories (numpy): the search's recall.
 
 Targets: 100k in <= 60 s on this machine, and the 100k/10k time ratio <= 15 (near-linear growth).
 """
