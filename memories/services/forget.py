@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.digests import token_digests
 from memories.models import AuditAction, ForgetRequest, Memory, Tombstone
-from memories.selectors.forget import forget_candidates
+from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 
@@ -46,11 +47,11 @@ def _token_hash(token: str) -> str:
 
 @transaction.atomic
 def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> list[Tombstone]:
-    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope; no text)."""
+    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text)."""
     memories = list(
         Memory.objects.filter(pk__in=list(memory_ids))
         .select_for_update()
-        .only("pk", "embedding", "scope", "owner_id", "room_id")
+        .only("pk", "content", "embedding", "scope", "owner_id", "room_id")
         .order_by("pk")
     )
     if not memories:
@@ -66,6 +67,7 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
             forgotten_by_person=by_person,
             forgotten_by_user=by_user,
             memory_id=m.pk,
+            digests=token_digests(m.content),
         )
         for m in memories
     )
@@ -104,7 +106,8 @@ def forget_request_create(*, query: str, speaker, room) -> tuple[str | None, dat
 def forget_request_confirm(
     *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
 ) -> list[Tombstone]:
-    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees.
+    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees,
+    each with every active duplicate of it the speaker may see.
 
     Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
     true, the token is unknown, issued to another speaker, used or expired, or an id is not a candidate.
@@ -140,7 +143,9 @@ def forget_request_confirm(
         .filter(pk__in=chosen)
         .values_list("pk", flat=True)
     )
-    tombstones = memories_forget(memory_ids=visible, actor=_actor(speaker), by_person=speaker)
+    # With every duplicate of each: copies a race or a retry left would otherwise come back in recall.
+    doomed = forget_with_duplicates(memory_ids=visible, speaker=request.speaker, room=request.room)
+    tombstones = memories_forget(memory_ids=doomed, actor=_actor(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
 
