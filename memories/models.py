@@ -341,6 +341,7 @@ class ForgetRequest(models.Model):
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"
