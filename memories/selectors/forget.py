@@ -118,8 +118,8 @@ def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDAT
 DUPLICATES_PAGE = 100
 
 
-def forget_with_duplicates(*, memory_ids: list[int], speaker, room) -> list[int]:
-    """``memory_ids`` and every active duplicate of each that ``speaker`` in ``room`` may see, sorted.
+def forget_with_duplicates(*, memory_ids: list[int], visible) -> list[int]:
+    """``memory_ids`` and every active duplicate of each among ``visible`` (what the speaker may see), sorted.
 
     A duplicate is what the store path would have merged: the same scope, owner and room, similarity
     at the embedder's ``duplicate`` threshold, the same numbers and dates. However many there are
@@ -127,7 +127,6 @@ def forget_with_duplicates(*, memory_ids: list[int], speaker, room) -> list[int]
     """
     threshold = active_embedder().thresholds.duplicate
     found = set(memory_ids)
-    visible = Memory.objects.visible_to(speaker=speaker, room=room)
     originals = Memory.objects.filter(pk__in=memory_ids).only(
         "pk", "content", "embedding", "scope", "owner_id", "room_id"
     )

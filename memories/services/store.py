@@ -16,6 +16,7 @@ from pgvector.django import CosineDistance
 from justai_memory.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import LANGUAGE_CODE_REGEX
+from memories.locks import LockId, advisory_xact_locks_wait
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -114,12 +115,9 @@ def _duplicate_scope(draft: MemoryDraft):
 
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
 # same content would otherwise both find no duplicate and both insert. A transaction-level advisory
-# lock per scope, taken before the duplicate search and held until commit; under READ COMMITTED the
-# search that follows sees what the previous holder committed. Locks are taken in key order, so two
-# batches that span several scopes cannot deadlock on them. Other scopes do not wait.
-STORE_LOCK_ID = 7_311_010  # pg_advisory_xact_lock(STORE_LOCK_ID, scope key)
-
-
+# lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
+# READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
+# not wait.
 def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None) -> int:
     """The int4 lock key of a duplicate scope (collisions only make unrelated stores wait)."""
     if scope == Scope.PRIVATE:
@@ -130,17 +128,15 @@ def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None
 
 
 def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
-    keys = sorted(
-        {
+    advisory_xact_locks_wait(
+        LockId.MEMORY_STORE,
+        keys=[
             duplicate_scope_key(
                 scope=d.scope, owner_id=getattr(d.owner, "pk", None), room_id=getattr(d.room, "pk", None)
             )
             for d in drafts
-        }
+        ],
     )
-    if keys:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int[]) AS k", [STORE_LOCK_ID, keys])
 
 
 # One statement for every block of a batch: each tombstone counts the items it dropped and when.
