@@ -11,8 +11,9 @@ Under a PostgreSQL advisory lock, the near-duplicate candidates are searched fir
    The higher provenance stays, else the newer (``created_at``, then id). Counts add up, importance
    and confidence take the maximum, dates merge (earliest learned and valid, latest accessed).
    The others are deleted (their content lives on in the one that stays: a merge, not a forget).
-3. **supersede**: active memories of the same scope, owner, room, normalised subject and predicate
-   that survived step 2 contradict each other: the newest (``valid_at``, ``created_at``, id) stays
+3. **supersede**: active *facts* of the same scope, owner, room, normalised subject and predicate
+   that survived step 2 contradict each other (preferences, procedures, notes and episodes of one
+   subject coexist: "Julian likes jazz" and "Julian likes short answers" are both true): the newest (``valid_at``, ``created_at``, id) stays
    active, every older one becomes ``superseded`` pointing at it. Never deleted.
 
 Candidate pairs for step 2 come from comparisons within small clusters of similar memories, in SQL
@@ -355,7 +356,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
 
 # --- 3. supersede -------------------------------------------------------------------------------
 
-# Groups of active memories with the same scope/owner/room and normalised subject/predicate
+# Groups of active facts with the same scope/owner/room and normalised subject/predicate
 # (GROUP BY ... HAVING count > 1); in each, every row but the newest is superseded by the newest,
 # and memories those rows had superseded are pointed at the newest too.
 SUPERSEDE_SQL = """
@@ -364,7 +365,7 @@ WITH keyed AS (
            coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
            lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
     FROM memories_memory
-    WHERE status = 'active' AND btrim(subject) <> '' AND btrim(predicate) <> ''
+    WHERE status = 'active' AND kind = 'fact' AND btrim(subject) <> '' AND btrim(predicate) <> ''
 ),
 contested AS (
     SELECT scope, owner_key, room_key, subject_key, predicate_key
@@ -405,7 +406,7 @@ ORDER BY 3 DESC, 1
 
 
 def _supersede(*, now: datetime, report: Progress) -> list[Change]:
-    """Supersede every older active memory of a contested subject/predicate by the newest."""
+    """Supersede every older active fact of a contested subject/predicate by the newest (facts only)."""
     with connection.cursor() as cursor:
         cursor.execute(SUPERSEDE_SQL, {"now": now})
         rows = cursor.fetchall()

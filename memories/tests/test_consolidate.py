@@ -284,6 +284,29 @@ def test_no_contradiction_without_the_same_owner_subject_and_predicate(differenc
     assert Memory.objects.active().count() == 2
 
 
+@pytest.mark.parametrize("kind", ["preference", "procedure", "note", "episode"])
+def test_only_facts_supersede_other_kinds_of_one_subject_and_predicate_coexist(kind):
+    jazz = MemoryFactory(
+        content="Julian mag Jazz", kind=kind, subject="julian", predicate="mag", embedding=at(0), valid_at=days_ago(9)
+    )
+    short = MemoryFactory(
+        content="Julian mag kurze Antworten", kind=kind, subject="julian", predicate="mag", embedding=at(0, 1)
+    )
+    assert consolidate().superseded == 0
+    assert {reload(jazz).status, reload(short).status} == {"active"}
+
+
+def test_a_fact_is_not_superseded_by_a_preference_of_the_same_subject_and_predicate():
+    fact = MemoryFactory(
+        content="Julian plays jazz", subject="julian", predicate="music", embedding=at(0), valid_at=days_ago(9)
+    )
+    MemoryFactory(
+        content="Julian likes pop", kind="preference", subject="julian", predicate="music", embedding=at(0, 1)
+    )
+    assert consolidate().superseded == 0
+    assert reload(fact).status == "active"
+
+
 def test_near_identical_memories_with_the_same_subject_merge_instead_of_superseding():
     a = MemoryFactory(content="Anna works at Bosch", subject="anna", predicate="works at", embedding=at(0))
     b = MemoryFactory(content="Anna works at Bosch.", subject="anna", predicate="works at", embedding=at(5))
