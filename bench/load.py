@@ -7,7 +7,8 @@
 Starts ``./scripts/run`` exactly as a deployer would (a throwaway JUSTAI_DATA_DIR, a free JUSTAI_PORT
 on 127.0.0.1, INTERNAL_API_TOKENS and JUSTAI_ADMIN_PASSWORD set), creates rooms and people with one
 ``manage.py shell`` call, stores a few hundred memories through the API, then runs N closed-loop
-clients (one process each, keep-alive HTTP/1.1) for T seconds: recall 80 % / remember 20 %, household
+clients (one process each, keep-alive HTTP/1.1, or a new connection per request with
+``--fresh-connections``) for T seconds: recall 80 % / remember 20 %, household
 texts in de/it/en/es, several speakers and rooms. Prints throughput, p50/p95/p99 per endpoint, errors by
 kind and PostgreSQL's connection count for the database (pg_stat_activity) before, at peak (sampled
 every 0.25 s) and after. ``--baseline`` repeats the run against the old dev server (``manage.py runserver
@@ -326,7 +327,7 @@ def remember_body(rng: random.Random, household: dict) -> dict:
     speaker = rng.choice(household["people"] + [None])  # some turns come from an unknown speaker
     scope = rng.choices(["shared", "room", "private"], weights=[6, 2, 2])[0] if speaker else "shared"
     body = {"content": household_text(rng, language=language), "room_id": rng.choice(household["rooms"])}
-    body.update({"language": language, "scope": scope})
+    body.update({"language": language, "scope": scope, "model_location": "local"})
     if speaker:
         body["speaker_id"] = speaker
     return body
@@ -334,14 +335,19 @@ def remember_body(rng: random.Random, household: dict) -> dict:
 
 def recall_body(rng: random.Random, household: dict) -> dict:
     language = rng.choice(list(QUESTIONS))
-    body = {"query": rng.choice(QUESTIONS[language]), "room_id": rng.choice(household["rooms"]), "limit": 10}
+    body = {
+        "query": rng.choice(QUESTIONS[language]),
+        "room_id": rng.choice(household["rooms"]),
+        "limit": 10,
+        "model_location": "local",
+    }
     if speaker := rng.choice(household["people"] + [None]):
         body["speaker_id"] = speaker
     return body
 
 
-def client_loop(port: int, household: dict, seed: int, start_at: float, end_at: float, results) -> None:
-    """One closed-loop client: the next request is sent when the last answer is in."""
+def client_loop(port: int, household: dict, seed: int, start_at: float, end_at: float, fresh: bool, results) -> None:
+    """One closed-loop client: the next request is sent when the last answer is in (``fresh``: a new connection each)."""
     rng = random.Random(seed)
     records: list[tuple[str, float, str | None]] = []
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
@@ -375,6 +381,9 @@ def client_loop(port: int, household: dict, seed: int, start_at: float, end_at: 
                 error = type(exc).__name__
                 break
         records.append((endpoint, (time.perf_counter() - began) * 1000, error))
+        if fresh:
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT)
     conn.close()
     results.put((records, reconnects))
 
@@ -402,14 +411,14 @@ def seed_memories(port: int, household: dict, *, count: int) -> None:
         raise SystemExit(f"seeding memories failed: {dict(failures)}")
 
 
-def drive(port: int, household: dict, *, clients: int, seconds: float, sampler: ConnectionSampler) -> dict:
+def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bool, sampler: ConnectionSampler) -> dict:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     start_at = time.time() + 2.0  # the client processes are up and connected by then
     end_at = start_at + seconds
     before = sampler.count()
     processes = [
-        context.Process(target=client_loop, args=(port, household, 1000 + i, start_at, end_at, results))
+        context.Process(target=client_loop, args=(port, household, 1000 + i, start_at, end_at, fresh, results))
         for i in range(clients)
     ]
     for process in processes:
@@ -478,7 +487,7 @@ def household_from(output: str) -> dict:
     raise SystemExit(f"no household in the shell's output:\n{output}")
 
 
-def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int) -> list[dict]:
+def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int, fresh: bool) -> list[dict]:
     label = "baseline: runserver (old run command)" if baseline else "./scripts/run"
     service = Service(baseline=baseline)
     summaries = []
@@ -495,7 +504,10 @@ def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int) 
         try:
             for n in clients:
                 summaries.append(
-                    report(drive(service.port, household, clients=n, seconds=seconds, sampler=sampler), label=label)
+                    report(
+                        drive(service.port, household, clients=n, seconds=seconds, fresh=fresh, sampler=sampler),
+                        label=label,
+                    )
                 )
         finally:
             sampler.close()
@@ -512,13 +524,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="seconds per client count (default 60)")
     parser.add_argument("--memories", type=int, default=300, help="memories stored before the clock starts")
     parser.add_argument("--baseline", action="store_true", help="also run against the old dev server (runserver)")
+    parser.add_argument(
+        "--fresh-connections", action="store_true", help="a new TCP connection per request instead of keep-alive"
+    )
     args = parser.parse_args()
     if not 1 <= max(args.clients) <= 64 or not 1 <= args.seconds <= 600:
         parser.error("clients 1..64, seconds 1..600")
-    print(f"{os.cpu_count()} cores; clients are processes on the same machine as the server")
-    summaries = bench(baseline=False, clients=args.clients, seconds=args.seconds, memories=args.memories)
+    connections = "a new connection per request" if args.fresh_connections else "keep-alive connections"
+    print(f"{os.cpu_count()} cores; clients are processes on the same machine as the server, {connections}")
+    options = {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "memories": args.memories,
+        "fresh": args.fresh_connections,
+    }
+    summaries = bench(baseline=False, **options)
     if args.baseline:
-        summaries += bench(baseline=True, clients=args.clients, seconds=args.seconds, memories=args.memories)
+        summaries += bench(baseline=True, **options)
     print(
         "\n| server | clients | req/s | errors | recall p50 / p95 / p99 ms | remember p50 / p95 / p99 ms | connections before / peak / after |"
     )
