@@ -33,7 +33,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._django import ROOT, percentile
+
 PY = str(ROOT / ".venv" / "bin" / "python")
 TOKEN = "bench-load-token-0123456789abcdef"
 DATABASE_NAME = "justai_memory"
@@ -147,12 +150,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 # --- the service --------------------------------------------------------------------------------

@@ -71,7 +71,7 @@ def test_the_production_variables_reach_the_settings(tmp_path):
         ],
         cwd=ROOT,
         env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("PYTEST")},
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_"))},
             "DATABASE_URL": "postgres://check:check@127.0.0.1:9/check",
             "JUSTAI_DATA_DIR": str(tmp_path),
             **production_variables(),

@@ -180,7 +180,8 @@ def fake_llm():
 @pytest.fixture(scope="module")
 def environment(standalone, fake_llm, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("standalone-data")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "EMBEDDED_DB", "AI_"))}
+    # The service's own settings module, not the test session's (pytest-django exports DJANGO_SETTINGS_MODULE).
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "EMBEDDED_DB", "AI_", "DJANGO_"))}
     env.update(
         DATABASE_URL=standalone.url,
         JUSTAI_DATA_DIR=str(data_dir),
