@@ -21,7 +21,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from justai_memory.errors import ApplicationError
-from justai_memory.internal_api import MAX_TEXT_CHARS
+from memories.limits import MAX_TEXT_CHARS
 from memories.models import (
     PROVENANCE_LABELS,
     AuditEvent,
