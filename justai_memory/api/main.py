@@ -5,23 +5,28 @@ such as ``turns[2].text``), the OpenAPI document and the assistant's tool schema
 cannot drift apart; it runs inside Django (same process, ORM, settings, tests).
 """
 
+import functools
+
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest
 from ninja import NinjaAPI
 
 from justai_memory.api import conversations, health, ingest, memories, tools
 from justai_memory.api.auth import BearerToken, token_valid
-from justai_memory.api.errors import install_error_handlers
+from justai_memory.api.errors import UNAUTHORIZED, error_response, install_error_handlers
 from justai_memory.api.parser import BoundedJsonParser
 
 
 def staff_or_token(view):
-    """The OpenAPI document and its docs page: for staff (browser, admin login) or a bearer-token client."""
+    """The OpenAPI document and its docs page: for a bearer-token client, or staff (a browser goes to the admin login)."""
     staff_view = staff_member_required(view)
 
+    @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs):
         if token_valid(request):
             return view(request, *args, **kwargs)
+        if "Authorization" in request.headers:
+            return error_response(UNAUTHORIZED, field="Authorization", status=401)
         return staff_view(request, *args, **kwargs)
 
     return wrapper
