@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.digests import token_digests
+from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.selectors.person import person_memories
@@ -27,7 +28,6 @@ logger = logging.getLogger(__name__)
 FORGET_TOKEN_TTL = timedelta(minutes=10)
 # Spent and expired requests are kept a while so a late call hears "expired"/"used", not "unknown".
 FORGET_REQUEST_KEEP = timedelta(days=1)
-MAX_TOKEN_CHARS = 200
 
 CONFIRM_REQUIRED = "Nothing was forgotten: 'confirm' must be true once the speaker said yes."
 TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget first."
