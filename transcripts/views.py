@@ -125,7 +125,7 @@ def memories_observe(request, payload):
     """
     result = memory_observe(
         content=read_str(payload, "content"),
-        language=read_str(payload, "language", required=False, max_chars=8) or "en",
+        language=read_str(payload, "language", required=False, max_chars=8),
         event=read_object(payload, "event_id", Event, required=False),
         kind=read_choice(payload, "kind", Kind, default=Kind.FACT),
         scope=read_choice(payload, "scope", Scope, default=Scope.SHARED),

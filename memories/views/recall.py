@@ -174,19 +174,12 @@ def remember(request, payload):
     scope = read_choice(payload, "scope", REMEMBER_SCOPES, default=Scope.SHARED)
     kind = read_choice(payload, "kind", Kind, default=Kind.FACT)
     about = read_object(payload, "about_id", Person, required=False)
-    if language is None:
-        language = (
-            conversation.language
-            if conversation is not None
-            else speaker.preferred_language
-            if speaker is not None
-            else "en"
-        )
     result = memory_remember(
         content=content,
         speaker=speaker,
         room=room,
         language=language,
+        conversation_language=conversation.language if conversation is not None else None,
         scope=scope,
         kind=kind,
         about=about,
