@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_q",
+    "ninja",
     "people",
     "memories",
     "transcripts",

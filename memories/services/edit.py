@@ -10,6 +10,7 @@ from django.db import transaction
 
 from justai_memory.errors import ApplicationError
 from memories.languages import language_check, language_for
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.access import access_of, add_accesses
@@ -19,7 +20,6 @@ from memories.services.store import (
     CONTENT_EMPTY,
     CONTENT_TOO_LONG,
     DUPLICATE_CANDIDATES,
-    MAX_CONTENT_CHARS,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
@@ -136,7 +136,7 @@ def memory_edit(
     memory.content = (memory.content or "").strip()
     if not memory.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(memory.content) > MAX_CONTENT_CHARS:
+    if len(memory.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     language_check(memory.language)
     memory.subject = memory.subject.strip().lower()
