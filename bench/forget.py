@@ -276,8 +276,10 @@ def main() -> None:
     flows = sample[: args.flows]
     create_ms, confirm_ms = [], []
     for d, _ in flows:
-        (token, _, candidates), took = timed(
-            lambda d=d: forget_request_create(query=f"Bitte vergiss: {d}", speaker=None, room=room)
+        (token, _, candidates, _), took = timed(
+            lambda d=d: forget_request_create(
+                query=f"Bitte vergiss: {d}", speaker=None, room=room, model_location="local"
+            )
         )
         create_ms.append(took)
         if token:

@@ -10,6 +10,7 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,6 +21,7 @@ from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.selectors.person import person_memories
+from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for, model_location_of
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 
@@ -78,16 +80,29 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
     return tombstones
 
 
+class ForgetFind(NamedTuple):
+    token: str | None
+    expires_at: datetime | None
+    candidates: list[Memory]
+    withheld_reason: str = ""  # set when the cloud rule keeps the candidates from the model
+
+
 @transaction.atomic
-def forget_request_create(*, query: str, speaker, room) -> tuple[str | None, datetime | None, list[Memory]]:
+def forget_request_create(*, query: str, speaker, room, model_location: str) -> ForgetFind:
     """Find what ``speaker`` in ``room`` may forget and issue a 10-minute single-use token bound to them and the ids.
 
     Stores only the token's hash, the speaker, the room and the candidate ids. With no candidates
-    there is nothing to confirm: returns ``(None, None, [])`` and stores nothing.
+    there is nothing to confirm: no token, nothing stored. When the model that would read the
+    candidates out runs in the cloud and the household does not allow that (``model_location``, the
+    cloud rule), nothing is searched or stored either: the answer says to ask for a local model.
     """
+    location = model_location_of(conversation_location=None, model_location=model_location)
+    if not memories_allowed_for(model_location=location):
+        logger.info("forget request withheld: cloud model")
+        return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)
     candidates = forget_candidates(query=query, speaker=speaker, room=room)
     token, expires_at = forget_token_issue(speaker=speaker, room=room, candidate_ids=[m.pk for m in candidates])
-    return token, expires_at, candidates
+    return ForgetFind(token, expires_at, candidates)
 
 
 @transaction.atomic

@@ -24,7 +24,7 @@ def home():
 
 
 def find(api, query, room, speaker=None):
-    payload = {"query": query, "room_id": room.pk}
+    payload = {"query": query, "room_id": room.pk, "model_location": "local"}
     if speaker is not None:
         payload["speaker_id"] = speaker.pk
     return api.post(FIND, payload)
@@ -51,7 +51,13 @@ def test_nothing_to_forget_gives_no_token(api, home):
     _, _, kitchen, _, _ = home
     response = find(api, "Vergiss meine Steuererklärung", kitchen)
     assert response.status_code == 200
-    assert response.json() == {"token": None, "expires_at": None, "candidates": []}
+    assert response.json() == {
+        "token": None,
+        "expires_at": None,
+        "candidates": [],
+        "withheld": False,
+        "withheld_reason": None,
+    }
 
 
 def test_a_private_memory_is_offered_only_to_its_owner(api, home):
@@ -78,7 +84,7 @@ def test_a_private_memory_is_offered_only_to_its_owner(api, home):
 )
 def test_find_rejects_bad_input(api, home, payload, field, status):
     _, _, kitchen, _, _ = home
-    payload = {k: kitchen.pk if v == "ROOM" else v for k, v in payload.items()}
+    payload = {"model_location": "local", **{k: kitchen.pk if v == "ROOM" else v for k, v in payload.items()}}
     response = api.post(FIND, payload)
     assert response.status_code == status
     assert response.json()["field"] == field
@@ -184,6 +190,7 @@ def test_forget_removes_every_copy_the_speaker_may_see_whatever_the_count(api):
     assert response.json() == {"forgotten": 8, "memory_ids": gone}
     assert sorted(Memory.objects.values_list("pk", flat=True)) == sorted([other_number.pk, bens.pk])
     recalled = api.post(
-        "/internal/v1/recall", {"query": "Code Gartentor", "room_id": kitchen.pk, "speaker_id": anna.pk}
+        "/internal/v1/recall",
+        {"query": "Code Gartentor", "room_id": kitchen.pk, "speaker_id": anna.pk, "model_location": "local"},
     )
     assert all(m["content"] != code for m in recalled.json()["memories"])
