@@ -8,7 +8,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from memories.embedders import vector_literal
-from memories.languages import text_search_config
+from memories.languages import household_languages, text_search_config
 from memories.selectors.nearest import table_where
 
 # Okapi BM25 (Robertson et al.), the usual constants. A memory is a sentence or two, so a word's
@@ -43,7 +43,6 @@ SELECT (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memories_memory
        avg(length(search_vector)), count(*)
 FROM (SELECT search_vector FROM memories_memory ORDER BY id DESC LIMIT 1000) newest
 """
-HOUSEHOLD_LANGUAGES_SQL = "SELECT DISTINCT preferred_language FROM people_person"
 STATISTICS_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
 
 
@@ -117,12 +116,10 @@ def keyword_statistics() -> Statistics:
         rows = {lexeme: float(n) for lexeme, n in cursor.fetchall()}
         cursor.execute(COLLECTION_SQL)
         reltuples, average, sampled = cursor.fetchone()
-        cursor.execute(HOUSEHOLD_LANGUAGES_SQL)
-        household = [code for (code,) in cursor.fetchall()]
     by_folded: dict[str, tuple[str, ...]] = {}
     for lexeme in sorted(rows):
         by_folded[_fold(lexeme)] = (*by_folded.get(_fold(lexeme), ()), lexeme)
-    configs = (text_search_config(code) for code in (*STOP_WORD_LANGUAGES, *sorted(household)))
+    configs = (text_search_config(code) for code in (*STOP_WORD_LANGUAGES, *sorted(household_languages())))
     statistics = Statistics(
         expires=time.monotonic() + STATISTICS_TTL,
         rows=rows,
