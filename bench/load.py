@@ -208,22 +208,24 @@ class Service:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> float | None:
-        """SIGTERM to the whole process group; returns the seconds it took, None when it had to be killed."""
+        """SIGTERM to the run command only, as systemd and docker send it; the seconds until it exited, None when
+        it had to be killed. Whatever it left in its process group is killed afterwards."""
         took = None
         if self.process and self.process.poll() is None:
             began = time.monotonic()
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=STOP_TIMEOUT)
                 took = time.monotonic() - began
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        # Whatever the service left running in its group (the old run command leaves the embedded server).
+        # Whatever the service left running in its group (the old run command leaves runserver and the database).
         try:
             os.killpg(self.process.pid, 0)
-            time.sleep(1)
+            print("  (processes of the service were left in its group after it exited: killed)")
             os.killpg(self.process.pid, signal.SIGKILL)
+            time.sleep(1)
         except (ProcessLookupError, PermissionError, TypeError):
             pass
         self._stop_leftover_postgres()
