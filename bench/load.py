@@ -424,6 +424,7 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
     start_at = time.time() + 2.0  # the client processes are up and connected by then
     end_at = start_at + seconds
     before = sampler.count()
+    load_before = os.getloadavg()[0]
     processes = [
         context.Process(target=client_loop, args=(port, household, 1000 + i, start_at, end_at, fresh, results))
         for i in range(clients)
@@ -446,6 +447,7 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
         "records": records,
         "reconnects": sum(r for _, r in gathered),
         "connections": (before, peak, after),
+        "load": (load_before, os.getloadavg()[0]),
     }
 
 
@@ -464,6 +466,7 @@ def report(run: dict, *, label: str) -> dict:
         "endpoints": {},
     }
     print(f"\n== {label}: {run['clients']} clients, {run['elapsed']:.1f} s")
+    print(f"  machine load average (1 min) before {run['load'][0]:.1f}, at the end {run['load'][1]:.1f}")
     print(
         f"  requests {len(records)}, {summary['throughput']:.1f} req/s ({summary['ok_throughput']:.1f} req/s answered "
         f"without error), errors {summary['errors']}, reconnects {run['reconnects']}"
