@@ -1,6 +1,6 @@
 """Recall, remember and forget: what the assistant calls before and while it answers."""
 
-from datetime import date, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
@@ -11,7 +11,7 @@ from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCod
 from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from people.models import Person, Room
@@ -41,18 +41,6 @@ class RecallIn(Input):
     limit: int = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
 
 
-class RecalledMemoryOut(Schema):
-    id: int
-    content: str
-    language: str
-    kind: str
-    label: str
-    provenance: str
-    scope: str
-    date: date
-    score: float
-
-
 class TurnOut(Schema):
     role: str
     speaker_id: int | None
@@ -61,7 +49,7 @@ class TurnOut(Schema):
 
 
 class RecallOut(Schema):
-    memories: list[RecalledMemoryOut]
+    memories: list[RecalledMemory]  # the selector's dataclass: a field it gains is answered and documented
     prompt: str
     withheld: bool
     withheld_reason: str | None
@@ -97,7 +85,9 @@ class RememberIn(Input):
     speaker_id: Id | None = None
     conversation_id: Id | None = None
     language: LanguageCode | None = Field(
-        None, description="ISO 639-1 code of the content, e.g. de, en, it (default: the conversation's)."
+        None,
+        description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
+        "too short to tell: the conversation's, then the speaker's).",
     )
     scope: Literal[tuple(REMEMBER_SCOPES)] = Field(
         Scope.SHARED.value,
@@ -123,20 +113,12 @@ def remember(request, payload: RememberIn):
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
     conversation = conversation_in(payload.conversation_id, room)
     about = lookup(Person, payload.about_id, field="about_id")
-    language = payload.language
-    if language is None:
-        language = (
-            conversation.language
-            if conversation is not None
-            else speaker.preferred_language
-            if speaker is not None
-            else "en"
-        )
     result = memory_remember(
         content=payload.content,
         speaker=speaker,
         room=room,
-        language=language,
+        language=payload.language,
+        conversation_language=conversation.language if conversation is not None else None,
         scope=payload.scope,
         kind=payload.kind,
         about=about,
