@@ -45,9 +45,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_q",
+    "ninja",
     "people",
     "memories",
     "transcripts",
+    "justai_memory",  # the wiring layer: household admin and commands that span the apps
 ]
 
 MIDDLEWARE = [

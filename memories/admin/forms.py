@@ -2,7 +2,7 @@
 
 from django import forms
 
-from justai_memory.internal_api import MAX_TEXT_CHARS
+from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
 from memories.services.edit import EDITABLE_FIELDS
 from people.models import Person, Room

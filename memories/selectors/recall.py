@@ -14,6 +14,7 @@ from django.utils import timezone
 from justai_memory.errors import ApplicationError
 from memories.embedders import vector_literal
 from memories.languages import text_search_config
+from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
@@ -23,11 +24,9 @@ from transcripts.selectors import working_memory
 
 logger = logging.getLogger(__name__)
 
-MAX_LIMIT = 50
-MAX_QUERY_CHARS = 4000
 QUERY_EMPTY = "'query' must not be empty."
-QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
-LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
+QUERY_TOO_LONG = f"'query' is longer than {MAX_TEXT_CHARS} characters."
+LIMIT_INVALID = f"'limit' must be an integer from 1 to {RECALL_LIMIT_MAX}."
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
@@ -292,9 +291,9 @@ def memory_recall(
     query = (query or "").strip()
     if not query:
         raise ApplicationError(QUERY_EMPTY, field="query")
-    if len(query) > MAX_QUERY_CHARS:
+    if len(query) > MAX_TEXT_CHARS:
         raise ApplicationError(QUERY_TOO_LONG, field="query")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
     if conversation is not None and room is not None and conversation.room_id != room.pk:
         raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")

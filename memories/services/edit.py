@@ -11,6 +11,7 @@ from django.db import transaction
 
 from justai_memory.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.access import access_of, add_accesses
@@ -21,7 +22,6 @@ from memories.services.store import (
     CONTENT_TOO_LONG,
     DUPLICATE_CANDIDATES,
     LANGUAGE_INVALID,
-    MAX_CONTENT_CHARS,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
@@ -138,7 +138,7 @@ def memory_edit(
     memory.content = (memory.content or "").strip()
     if not memory.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(memory.content) > MAX_CONTENT_CHARS:
+    if len(memory.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     if not isinstance(memory.language, str) or not re.match(LANGUAGE_CODE_REGEX, memory.language):
         raise ApplicationError(LANGUAGE_INVALID, field="language")

@@ -16,6 +16,7 @@ from pgvector.django import CosineDistance
 from justai_memory.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import LANGUAGE_CODE_REGEX
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -34,9 +35,8 @@ from memories.services.embeddings import active_embedder
 
 logger = logging.getLogger(__name__)
 
-MAX_CONTENT_CHARS = 4000
 CONTENT_EMPTY = "Memory content must not be empty."
-CONTENT_TOO_LONG = f"Memory content is longer than {MAX_CONTENT_CHARS} characters."
+CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
 PRIVATE_NEEDS_OWNER = "A private memory needs an owner (a known speaker)."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
 LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
@@ -82,7 +82,7 @@ def _validate(draft: MemoryDraft) -> None:
     draft.content = (draft.content or "").strip()
     if not draft.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(draft.content) > MAX_CONTENT_CHARS:
+    if len(draft.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
         if getattr(draft, name) not in choices.values:

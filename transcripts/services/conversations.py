@@ -10,17 +10,16 @@ from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
+from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
 from transcripts.models import Conversation, ExtractionStatus, ModelLocation, Role, Turn
 from transcripts.services.extraction import conversation_extract_queue
 
-MAX_TURNS_PER_CALL = 100
-MAX_TURN_CHARS = 4000
 LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
-NO_TURNS = "'turns' must hold 1 to 100 turns."
+NO_TURNS = f"'turns' must hold 1 to {MAX_TURNS_PER_CALL} turns."
 ROLE_INVALID = "'role' must be one of: user, assistant, system, tool."
 TEXT_EMPTY = "A turn's 'text' must not be empty."
-TEXT_TOO_LONG = f"A turn's 'text' is longer than {MAX_TURN_CHARS} characters."
+TEXT_TOO_LONG = f"A turn's 'text' is longer than {MAX_TEXT_CHARS} characters."
 CONVERSATION_ENDED = "The conversation has ended; start a new one."
 
 
@@ -56,7 +55,7 @@ def turns_append(*, conversation: Conversation, turns: list[TurnDraft]) -> list[
             raise ApplicationError(ROLE_INVALID, field=f"turns[{i}].role")
         if not text:
             raise ApplicationError(TEXT_EMPTY, field=f"turns[{i}].text")
-        if len(text) > MAX_TURN_CHARS:
+        if len(text) > MAX_TEXT_CHARS:
             raise ApplicationError(TEXT_TOO_LONG, field=f"turns[{i}].text")
         speaker = draft.speaker
         if speaker is None and draft.role == Role.USER:
