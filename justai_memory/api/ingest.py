@@ -57,7 +57,11 @@ def events_create(request, payload: EventIn):
 
 class ObserveIn(Input):
     content: Text
-    language: LanguageCode | None = Field(None, description="ISO 639-1 code of the content (default: en).")
+    language: LanguageCode | None = Field(
+        None,
+        description="ISO 639-1 code of the content (default: detected from the content; too short to tell: the "
+        "language of the owner or of the person it is about).",
+    )
     event_id: Id | None = None
     kind: Literal[tuple(Kind.values)] = Kind.FACT.value
     scope: Literal[tuple(Scope.values)] = Scope.SHARED.value
@@ -78,7 +82,7 @@ def memories_observe(request, payload: ObserveIn):
     """An observed memory: 201 when created or merged; 200 with id null when it was forgotten before."""
     result = memory_observe(
         content=payload.content,
-        language=payload.language or "en",
+        language=payload.language,
         event=lookup(Event, payload.event_id, field="event_id"),
         kind=payload.kind,
         scope=payload.scope,

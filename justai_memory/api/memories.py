@@ -97,7 +97,9 @@ class RememberIn(Input):
     speaker_id: Id | None = None
     conversation_id: Id | None = None
     language: LanguageCode | None = Field(
-        None, description="ISO 639-1 code of the content, e.g. de, en, it (default: the conversation's)."
+        None,
+        description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
+        "too short to tell: the conversation's, then the speaker's).",
     )
     scope: Literal[tuple(REMEMBER_SCOPES)] = Field(
         Scope.SHARED.value,
@@ -123,20 +125,12 @@ def remember(request, payload: RememberIn):
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
     conversation = conversation_in(payload.conversation_id, room)
     about = lookup(Person, payload.about_id, field="about_id")
-    language = payload.language
-    if language is None:
-        language = (
-            conversation.language
-            if conversation is not None
-            else speaker.preferred_language
-            if speaker is not None
-            else "en"
-        )
     result = memory_remember(
         content=payload.content,
         speaker=speaker,
         room=room,
-        language=language,
+        language=payload.language,
+        conversation_language=conversation.language if conversation is not None else None,
         scope=payload.scope,
         kind=payload.kind,
         about=about,

@@ -35,6 +35,11 @@ class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
         model = Memory
         fields = ["content", "language", "scope", "owner", "room", "about", "importance"]
         widgets = {"content": forms.Textarea(attrs={"rows": 4, "maxlength": MAX_TEXT_CHARS})}
+        help_texts = {"language": "Leave empty to detect it from the text."}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["language"].required = False
 
 
 class RecallPreviewForm(forms.Form):

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.languages import language_for
 from memories.limits import MAX_EVENT_KIND_CHARS, TIMESTAMP_OUT_OF_RANGE, timestamp_in_range
 from memories.models import Kind, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreResult, memory_store
@@ -44,7 +45,7 @@ def event_record(
 def memory_observe(
     *,
     content: str,
-    language: str = "en",
+    language: str | None = None,
     event: Event | None = None,
     kind: str = Kind.FACT,
     scope: str = Scope.SHARED,
@@ -54,7 +55,17 @@ def memory_observe(
     confidence: float = 1.0,
     importance: float = 0.5,
 ) -> StoreResult:
-    """Store what sensors observed (provenance observed, source event ``event:<id>``); forget blocks apply, duplicates merge."""
+    """Store what sensors observed (provenance observed, source event ``event:<id>``); forget blocks apply, duplicates merge.
+
+    Without a ``language`` the content's is detected (too short to tell: the owner's, then the language
+    of the person it is about, then the default).
+    """
+    if language is None:
+        person = owner or about or (event.person if event is not None else None)
+        language = language_for(
+            text=content if isinstance(content, str) else "",
+            speaker_language=person.preferred_language if person is not None else None,
+        )
     draft = MemoryDraft(
         content=content,
         provenance=Provenance.OBSERVED,
