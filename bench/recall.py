@@ -421,7 +421,9 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM memories_memory WHERE scope IN ('shared', 'system')")
         compare(visible, visible.count())
-        recalled = memory_recall(query=question, speaker=newcomer, room=attic, limit=50, record_access=False)
+        recalled = memory_recall(
+            query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
+        )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
         transaction.set_rollback(True)
 

@@ -1,6 +1,6 @@
 """Recall, remember and forget: what the assistant calls before and while it answers."""
 
-from datetime import date, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
@@ -12,7 +12,7 @@ from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
 from memories.selectors.privacy import MODEL_LOCATIONS, model_location_of
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from people.models import Person, Room
@@ -59,18 +59,6 @@ class RecallIn(Input):
     limit: int = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
 
 
-class RecalledMemoryOut(Schema):
-    id: int
-    content: str
-    language: str
-    kind: str
-    label: str
-    provenance: str
-    scope: str
-    date: date
-    score: float
-
-
 class TurnOut(Schema):
     role: str
     speaker_id: int | None
@@ -79,7 +67,7 @@ class TurnOut(Schema):
 
 
 class RecallOut(Schema):
-    memories: list[RecalledMemoryOut]
+    memories: list[RecalledMemory]  # the selector's dataclass: a field it gains is answered and documented
     prompt: str
     withheld: bool
     withheld_reason: str | None

@@ -1,4 +1,4 @@
-"""URLs of /internal/v1/: ninja's, with 405 and unknown paths also answered in the JSON contract."""
+"""URLs of /internal/v1/: ninja's, with 405, 413 and unknown paths also answered in the JSON contract."""
 
 import functools
 
@@ -7,14 +7,26 @@ from django.urls import URLPattern, re_path
 
 from justai_memory.api.errors import METHOD_NOT_ALLOWED, NOT_FOUND, error_response
 from justai_memory.api.main import api
+from justai_memory.api.parser import BODY_TOO_LARGE
+from memories.limits import MAX_BODY_BYTES
+
+
+def _declared_too_big(request: HttpRequest) -> bool:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0) > MAX_BODY_BYTES
+    except ValueError:
+        return False  # no usable length: the parser counts what arrives
 
 
 def _json_contract(view):
-    """ninja answers a wrong method with a plain-text 405 before any handler runs (and its root view raises
-    Http404 outside them): give both the JSON body."""
+    """Answers that ninja gives outside the API's exception handlers, in the JSON contract: its plain-text 405
+    and the Http404 of its root view. A declared Content-Length over the limit is refused before anything
+    reads the body (or the token: the answer says nothing about the API)."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs):
+        if _declared_too_big(request):
+            return error_response(BODY_TOO_LARGE, field="body", status=413)
         try:
             response = view(request, *args, **kwargs)
         except Http404:

@@ -162,6 +162,19 @@ def test_a_body_over_the_limit_is_a_json_413_whatever_its_size(client, api_token
     assert response.json()["field"] == "body"
 
 
+def test_a_declared_length_over_the_limit_is_a_413_also_where_no_body_is_read(client, api_token):
+    conversation = ConversationFactory()
+    response = client.post(
+        f"/internal/v1/conversations/{conversation.pk}/end",
+        data=b" " * (MAX_BODY_BYTES + 1),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api_token}",
+    )
+    assert response.status_code == 413 and response.json()["field"] == "body"
+    conversation.refresh_from_db()
+    assert conversation.ended_at is None
+
+
 @pytest.mark.parametrize("size", [MAX_BODY_BYTES + 1, 3 * 1024 * 1024])
 def test_a_chunked_body_without_content_length_over_the_limit_is_a_json_413(api_token, size):
     """On ASGI a chunked body arrives without Content-Length, in a seekable spooled file."""

@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.conf import settings
 from django.urls import URLPattern
 from openapi_spec_validator import validate
 
@@ -67,3 +68,16 @@ def test_the_document_and_docs_need_a_token_or_staff(client, admin_client, api_t
     docs = admin_client.get(DOCS)
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
     assert admin_client.get(OPENAPI).json()["openapi"].startswith("3.")
+
+
+def test_the_docs_page_lists_exactly_the_documents_endpoints(api):
+    document = api.get(OPENAPI).json()
+    documented = {(m.upper(), path) for path, methods in document["paths"].items() for m in methods}
+    page = (settings.BASE_DIR / "docs" / "api.md").read_text()
+    listed = set(re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) (/internal/v1/[^`]*)` \|", page, flags=re.MULTILINE))
+    assert listed == documented
+
+
+def test_the_docs_page_uses_the_installed_swagger_ui(admin_client):
+    page = admin_client.get(DOCS).content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in page and "cdn" not in page.lower()
