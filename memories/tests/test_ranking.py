@@ -142,7 +142,7 @@ def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
     MemoryFactory(content="Il gatto è il preferito della famiglia", language="it", embedding=one_hot(5))
     analyze()
 
-    result = memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room)
+    result = memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room, model_location="local")
 
     assert ids(result) == []
     assert "No long-term memories match" in result.prompt
@@ -150,7 +150,9 @@ def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
     appointment = MemoryFactory(
         content="Der Termin beim Arzt ist am Montag um neun", language="de", embedding=one_hot(6)
     )
-    assert ids(memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room)) == [appointment.pk]
+    assert ids(
+        memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room, model_location="local")
+    ) == [appointment.pk]
 
 
 def test_a_weak_keyword_only_match_far_from_the_question_by_meaning_is_left_out():
@@ -161,14 +163,14 @@ def test_a_weak_keyword_only_match_far_from_the_question_by_meaning_is_left_out(
         content="Der Kalender hängt in der Küche neben dem Kühlschrank", language="de", embedding=one_hot(4)
     )
     analyze()
-    result = memory_recall(query=query, speaker=None, room=room)
+    result = memory_recall(query=query, speaker=None, room=room, model_location="local")
     assert ids(result) == [strong.pk]
     # The same weak words, close by meaning: it stays.
     from memories.embedders import get_embedder
 
     weak.embedding = get_embedder().embed_query(query)
     weak.save(update_fields=["embedding"])
-    assert set(ids(memory_recall(query=query, speaker=None, room=room))) == {strong.pk, weak.pk}
+    assert set(ids(memory_recall(query=query, speaker=None, room=room, model_location="local"))) == {strong.pk, weak.pk}
 
 
 def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
@@ -177,7 +179,7 @@ def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
     both = MemoryFactory(content="The gate code is 4711")
     about = MemoryFactory(content="Anna likes jazz", about=anna, embedding=one_hot(9))
     analyze()
-    result = memory_recall(query="What is the gate code?", speaker=anna, room=room)
+    result = memory_recall(query="What is the gate code?", speaker=anna, room=room, model_location="local")
     why = {m.id: m.found_by for m in result.memories}
     assert why[both.pk]["vector"].rank == 1 and why[both.pk]["vector"].score > 0.2
     assert why[both.pk]["keyword"].rank == 1 and why[both.pk]["keyword"].score > 0
