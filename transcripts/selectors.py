@@ -91,3 +91,12 @@ def person_sightings(*, person) -> QuerySet:
 
 def person_events(*, person) -> QuerySet:
     return Event.objects.filter(person=person).order_by("occurred_at", "id")
+
+
+def conversation_ids_with_status(*, status: str) -> list[int]:
+    """The ids of the ended conversations whose extraction has ``status``."""
+    return list(
+        Conversation.objects.filter(extraction_status=status, ended_at__isnull=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
