@@ -64,6 +64,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "model_location",
         "turn_count",
         "ended_at",
+        "ended_by",
         "extraction_status",
         "extraction_stats_text",
     ]
@@ -74,6 +75,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "room",
         ("speaker", admin.RelatedOnlyFieldListFilter),
         EndedFilter,
+        "ended_by",
         "extraction_blocked",
         "started_at",
     ]
@@ -82,7 +84,7 @@ class ConversationAdmin(admin.ModelAdmin):
     inlines = [TurnInline]
     actions = ["rerun_extraction"]
     fieldsets = [
-        (None, {"fields": ["room", "speaker", "language", "model_location", "started_at", "ended_at"]}),
+        (None, {"fields": ["room", "speaker", "language", "model_location", "started_at", "ended_at", "ended_by"]}),
         (
             "Extraction",
             {
@@ -104,6 +106,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "model_location",
         "started_at",
         "ended_at",
+        "ended_by",
         "extraction_status",
         "extraction_stats_pretty",
         "extraction_attempts",

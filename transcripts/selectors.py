@@ -100,3 +100,12 @@ def conversation_ids_with_status(*, status: str) -> list[int]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+def conversations_idle(*, before: datetime) -> QuerySet[Conversation]:
+    """Open conversations whose last turn (or start, without turns) is older than ``before``."""
+    return (
+        Conversation.objects.filter(ended_at__isnull=True, started_at__lt=before)
+        .exclude(turns__created_at__gte=before)
+        .order_by("pk")
+    )

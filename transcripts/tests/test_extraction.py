@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from justai_memory.household import person_delete
@@ -35,6 +36,7 @@ from transcripts.tests.fake_llm import extraction_answer
 
 pytestmark = pytest.mark.django_db
 
+SWEEP_JOB = "transcripts.jobs.conversations_extract_sweep_job"
 KEY_FACT = "Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur."
 
 
@@ -513,3 +515,40 @@ def test_the_command_refuses_blocked_and_waiting_conversations_with_the_reason(f
     assert f"Not queued #{blocked.pk}: speaker deleted" in err.getvalue()
     assert f"Not queued #{waiting.pk}: waiting for a local model" in err.getvalue()
     assert not fake_llm.requests
+
+
+# --- idle conversations ---------------------------------------------------------------------------
+
+
+def test_an_idle_open_conversation_is_ended_by_the_sweep_and_extracted(
+    fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
+):
+    settings.CONVERSATION_IDLE_MINUTES = 30
+    now = timezone.now()
+    idle = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.", ended=False)
+    Conversation.objects.filter(pk=idle.pk).update(started_at=now - timedelta(minutes=45))
+    idle.turns.update(created_at=now - timedelta(minutes=31))
+    active = talk("Der Code für das Gartentor ist 4711, merk dir das bitte.", ended=False)
+    Conversation.objects.filter(pk=active.pk).update(started_at=now - timedelta(minutes=45))
+    active.turns.update(created_at=now - timedelta(minutes=45))
+    TurnFactory(conversation=active, role="user", text="Und noch etwas.", created_at=now - timedelta(minutes=5))
+    silent = ConversationFactory(started_at=now - timedelta(minutes=40))  # never a turn
+
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT]))
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = import_string(SWEEP_JOB)()
+    assert counts["ended_idle"] == 2
+    assert sorted(run_jobs()) == sorted([(EXTRACT_JOB, (idle.pk,), "done"), (EXTRACT_JOB, (silent.pk,), "skipped")])
+    for conversation in (idle, active, silent):
+        conversation.refresh_from_db()
+    assert (idle.ended_by, idle.extraction_status, idle.ended_at is not None) == ("idle", "done", True)
+    assert (active.ended_at, active.ended_by, active.extraction_status) == (None, "", "open")
+    assert (silent.ended_by, silent.extraction_status) == ("idle", "skipped")
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+
+
+def test_a_conversation_ended_by_the_assistant_says_so(api):
+    room = RoomFactory()
+    conversation_id = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de"}).json()["id"]
+    api.post(f"/internal/v1/conversations/{conversation_id}/end")
+    assert Conversation.objects.get(pk=conversation_id).ended_by == "assistant"
