@@ -27,7 +27,11 @@ def error_response(message: str, *, field: str | None = None, status: int = 400)
 
 
 def _token_ok(request: HttpRequest) -> bool:
-    header = request.headers.get("Authorization", "")
+    return bearer_token_valid(request.headers.get("Authorization", ""))
+
+
+def bearer_token_valid(header: str) -> bool:
+    """Whether an ``Authorization`` header value carries one of INTERNAL_API_TOKENS (the JSON API and MCP)."""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token:
         return False
