@@ -3,5 +3,5 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("internal/v1/", include("justai_memory.internal_urls")),
+    path("internal/v1/", include(("justai_memory.api.urls", "internal"))),
 ]

@@ -7,27 +7,24 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 
-from django.conf.locale import LANG_INFO
 from django.db import connection
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.embedders import vector_literal
-from memories.languages import text_search_config
+from memories.languages import language_name, languages_for_query, text_search_config
+from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
-from people.models import Person
 from transcripts.selectors import working_memory
 
 logger = logging.getLogger(__name__)
 
-MAX_LIMIT = 50
-MAX_QUERY_CHARS = 4000
 QUERY_EMPTY = "'query' must not be empty."
-QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
-LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
+QUERY_TOO_LONG = f"'query' is longer than {MAX_TEXT_CHARS} characters."
+LIMIT_INVALID = f"'limit' must be an integer from 1 to {RECALL_LIMIT_MAX}."
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
@@ -235,22 +232,9 @@ def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) ->
         return [(pk, 1 - distance) for pk, distance in cursor.fetchall()]
 
 
-def _query_languages(*, conversation, speaker) -> list[str]:
-    """The query's language: the conversation's, else the speaker's, else every language of the household."""
-    if conversation is not None:
-        return [conversation.language]
-    if speaker is not None:
-        return [speaker.preferred_language]
-    return sorted(set(Person.objects.values_list("preferred_language", flat=True))) or ["en"]
-
-
-def _language_name(code: str) -> str:
-    return LANG_INFO.get(code, {}).get("name", code)
-
-
 def _answer_instruction(language: str | None) -> str:
     if language:
-        return f"Answer in the language of the current conversation: {_language_name(language)} ({language})."
+        return f"Answer in the language of the current conversation: {language_name(language)} ({language})."
     return "Answer in the language of the current conversation."
 
 
@@ -292,9 +276,9 @@ def memory_recall(
     query = (query or "").strip()
     if not query:
         raise ApplicationError(QUERY_EMPTY, field="query")
-    if len(query) > MAX_QUERY_CHARS:
+    if len(query) > MAX_TEXT_CHARS:
         raise ApplicationError(QUERY_TOO_LONG, field="query")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
     if conversation is not None and room is not None and conversation.room_id != room.pk:
         raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
@@ -319,7 +303,10 @@ def memory_recall(
     by_keyword = keyword_hits(
         candidates=candidates,
         query=query,
-        languages=_query_languages(conversation=conversation, speaker=speaker),
+        languages=languages_for_query(
+            conversation_language=conversation.language if conversation is not None else None,
+            speaker_language=speaker.preferred_language if speaker is not None else None,
+        ),
         limit=limit,
     )
     ids = fuse([pk for pk, _ in by_vector], by_keyword, limit=limit)

@@ -2,7 +2,6 @@
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,7 +14,8 @@ from pgvector.django import CosineDistance
 
 from justai_memory.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
-from memories.languages import LANGUAGE_CODE_REGEX
+from memories.languages import language_check
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -34,13 +34,13 @@ from memories.services.embeddings import active_embedder
 
 logger = logging.getLogger(__name__)
 
-MAX_CONTENT_CHARS = 4000
 CONTENT_EMPTY = "Memory content must not be empty."
-CONTENT_TOO_LONG = f"Memory content is longer than {MAX_CONTENT_CHARS} characters."
+CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
 PRIVATE_NEEDS_OWNER = "A private memory needs an owner (a known speaker)."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
-LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 DUPLICATE_CANDIDATES = 5
+# A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
+INFERRED_MAX_CONFIDENCE = 0.5
 
 
 class StoreOutcome:
@@ -82,7 +82,7 @@ def _validate(draft: MemoryDraft) -> None:
     draft.content = (draft.content or "").strip()
     if not draft.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(draft.content) > MAX_CONTENT_CHARS:
+    if len(draft.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
         if getattr(draft, name) not in choices.values:
@@ -95,12 +95,13 @@ def _validate(draft: MemoryDraft) -> None:
         draft.owner = None
     if draft.scope != Scope.ROOM:
         draft.room = None
-    if not isinstance(draft.language, str) or not re.match(LANGUAGE_CODE_REGEX, draft.language):
-        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    language_check(draft.language)
     for name in ("confidence", "importance"):
         value = getattr(draft, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise ApplicationError(f"'{name}' must be a number from 0 to 1.", field=name)
+    if draft.provenance == Provenance.INFERRED:
+        draft.confidence = min(draft.confidence, INFERRED_MAX_CONFIDENCE)
     draft.subject = draft.subject.strip().lower()
     draft.predicate = draft.predicate.strip().lower()
 
