@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.digests import token_digests
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
@@ -38,10 +39,6 @@ TOKEN_USED = "This confirmation token was already used."
 TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."
 IDS_EMPTY = "'memory_ids' must not be empty: leave it out to forget every candidate."
 IDS_OUTSIDE = "'memory_ids' may only name candidates of this confirmation token: {ids} are not."
-
-
-def _actor(person) -> str:
-    return f"person:{person.pk}" if person is not None else "tool"
 
 
 def _token_hash(token: str) -> str:
@@ -173,7 +170,7 @@ def forget_request_confirm(
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
     # With every duplicate of each: copies a race or a retry left would otherwise come back in recall.
     doomed = forget_with_duplicates(memory_ids=visible, visible=still)
-    tombstones = memories_forget(memory_ids=doomed, actor=_actor(speaker), by_person=speaker)
+    tombstones = memories_forget(memory_ids=doomed, actor=Actor.speaker(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
 
