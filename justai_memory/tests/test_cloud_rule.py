@@ -1,14 +1,15 @@
-"""The cloud rule on every endpoint that hands memory text to a model: recall and find_to_forget.
+"""The cloud rule on every endpoint that hands memory text to a model.
 
-Each is driven with a cloud conversation and with no conversation. One rule decides
-(memories.selectors.privacy); an endpoint added later that answers with memory text must join
-MEMORY_TEXT_ENDPOINTS, which the last test checks against the OpenAPI document.
+recall and find_to_forget are driven with a cloud conversation and with no conversation; the two
+lists (a person's memories, procedures) have no conversation and are driven with a cloud model
+location and with none. One rule decides (memories.selectors.privacy); an endpoint added later that
+answers with memory text must join these, which the last test checks against the OpenAPI document.
 """
 
 import pytest
 
 from justai_memory.api.main import api as ninja_api
-from memories.models import ForgetRequest, MemorySettings
+from memories.models import ForgetRequest, Kind, MemorySettings
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, WITHHELD_FOR_CLOUD
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
@@ -22,11 +23,23 @@ FIND = "/internal/v1/memories/find_to_forget"
 MEMORY_TEXT_ENDPOINTS = {RECALL: "Wie ist der Code für das Gartentor?", FIND: "Vergiss den Code für das Gartentor"}
 
 
+PERSON_MEMORIES = "/internal/v1/people/{person_id}/memories"
+PROCEDURES = "/internal/v1/memories"
+LISTS = [PERSON_MEMORIES, PROCEDURES]
+
+
 @pytest.fixture
 def home():
     room, anna = RoomFactory(), PersonFactory()
-    MemoryFactory(content=SECRET, language="de")
+    MemoryFactory(content=SECRET, language="de", about=anna)
+    MemoryFactory(content=SECRET, language="de", kind=Kind.PROCEDURE)
     return room, anna
+
+
+def listed(api, path, room, anna, **params):
+    if path == PERSON_MEMORIES:
+        return api.get(path.format(person_id=anna.pk), params)
+    return api.get(path, {"kind": "procedure", "room_id": room.pk, **params})
 
 
 def ask(api, path, room, anna, **fields):
@@ -98,6 +111,24 @@ def test_a_model_location_other_than_local_or_cloud_is_a_400_naming_it(api, home
     assert not ForgetRequest.objects.exists()
 
 
+@pytest.mark.parametrize("path", LISTS)
+def test_a_list_of_memory_text_names_where_its_reader_runs_and_a_cloud_model_gets_none(api, home, path):
+    room, anna = home
+    missing = listed(api, path, room, anna)
+    assert missing.status_code == 400 and missing.json()["field"] == "model_location"
+    for value in ("moon", "LOCAL", ""):
+        bad = listed(api, path, room, anna, model_location=value)
+        assert bad.status_code == 400 and bad.json()["field"] == "model_location"
+    cloud = listed(api, path, room, anna, model_location="cloud")
+    assert cloud.status_code == 403 and cloud.json() == {"error": WITHHELD_FOR_CLOUD, "field": "model_location"}
+    assert "4711" not in cloud.content.decode()
+    local = listed(api, path, room, anna, model_location="local")
+    assert local.status_code == 200 and SECRET in [m["content"] for m in local.json()["items"]]
+    allow_cloud()
+    allowed = listed(api, path, room, anna, model_location="cloud")
+    assert allowed.status_code == 200 and SECRET in [m["content"] for m in allowed.json()["items"]]
+
+
 def test_every_endpoint_that_answers_with_memory_text_is_driven_here():
     """An answer schema with memory content (memories or candidates with a content) must be in MEMORY_TEXT_ENDPOINTS."""
     schema = ninja_api.get_openapi_schema()
@@ -122,4 +153,4 @@ def test_every_endpoint_that_answers_with_memory_text_is_driven_here():
                 answer = response.get("content", {}).get("application/json", {})
                 if 200 <= int(status) < 300 and answer and carries_content(answer.get("schema", {})):
                     found.add(path)
-    assert found == set(MEMORY_TEXT_ENDPOINTS), found
+    assert found == {*MEMORY_TEXT_ENDPOINTS, *LISTS}, found

@@ -44,6 +44,14 @@ def model_location_of(*, conversation_location: str | None, model_location: str 
     return model_location
 
 
+def memories_allowed_or_refuse(*, model_location: str | None) -> None:
+    """For endpoints that list memory text and have no withheld answer: a 400 when ``model_location`` is
+    missing or invalid, a 403 with the reason when the cloud rule withholds memories from that model."""
+    location = model_location_of(conversation_location=None, model_location=model_location)
+    if not memories_allowed_for(model_location=location):
+        raise ApplicationError(WITHHELD_FOR_CLOUD, field="model_location", status=403)
+
+
 def memories_allowed_for(*, model_location: str) -> bool:
     """True for a local model; for any other only when the admin allowed personal memories to the cloud."""
     if model_location == LOCAL:
