@@ -12,10 +12,11 @@ from justai_memory.errors import ApplicationError
 from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
-from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 from memories.services.store import (
     CONTENT_EMPTY,
     CONTENT_TOO_LONG,
@@ -69,17 +70,8 @@ class EditResult:
 
 def _fold_into(kept: Memory, other: Memory) -> None:
     """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
-    if PROVENANCE_RANK[other.provenance] > PROVENANCE_RANK[kept.provenance]:
-        kept.provenance = other.provenance
-    kept.occurrences += other.occurrences
+    memories_fold(kept=kept, others=[other])
     add_accesses({kept.pk: access_of([other])})
-    kept.confidence = max(kept.confidence, other.confidence)
-    kept.importance = max(kept.importance, other.importance)
-    kept.valid_at = min(kept.valid_at, other.valid_at)
-    kept.created_at = min(kept.created_at, other.created_at)
-    kept.subject = kept.subject or other.subject
-    kept.predicate = kept.predicate or other.predicate
-    kept.about = kept.about or other.about
     # What the duplicate superseded now points to the memory that stays.
     Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
     other.delete()

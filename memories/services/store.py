@@ -31,6 +31,7 @@ from memories.models import (
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 
 logger = logging.getLogger(__name__)
 
@@ -186,17 +187,18 @@ def _merge_into(existing: Memory, draft: MemoryDraft, embedding) -> set[str]:
     before = {name: getattr(existing, name) for name in _MERGED_FIELDS}
     if PROVENANCE_RANK[draft.provenance] > PROVENANCE_RANK[existing.provenance]:
         existing.content, existing.language, existing.embedding = draft.content, draft.language, embedding
-        existing.provenance, existing.source, existing.source_ref = draft.provenance, draft.source, draft.source_ref
-        existing.kind = draft.kind
-    existing.occurrences += 1
-    existing.confidence = max(existing.confidence, draft.confidence)
-    existing.importance = max(existing.importance, draft.importance)
-    if draft.valid_at and draft.valid_at < existing.valid_at:
-        existing.valid_at = draft.valid_at
-    existing.subject = existing.subject or draft.subject
-    existing.predicate = existing.predicate or draft.predicate
-    if existing.about_id is None and draft.about is not None:  # (existing.about would load the person)
-        existing.about = draft.about
+        existing.source, existing.source_ref, existing.kind = draft.source, draft.source_ref, draft.kind
+    incoming = Memory(
+        provenance=draft.provenance,
+        confidence=draft.confidence,
+        importance=draft.importance,
+        valid_at=draft.valid_at,  # None: the draft gives no date, so the duplicate's stays
+        created_at=None,
+        subject=draft.subject,
+        predicate=draft.predicate,
+        about=draft.about,
+    )
+    memories_fold(kept=existing, others=[incoming])
     return {name for name, value in before.items() if getattr(existing, name) is not value}
 
 
