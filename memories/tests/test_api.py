@@ -70,8 +70,14 @@ def test_recall_answers_with_memories_prompt_and_working_memory(api):
     body = response.json()
     assert set(body) == {"memories", "prompt", "withheld", "withheld_reason", "working_memory"}
     [recalled] = body["memories"]
-    assert set(recalled) == {"id", "content", "language", "kind", "label", "provenance", "scope", "date", "score"}
+    assert set(recalled) == {
+        *("id", "content", "language", "kind", "label", "provenance", "scope", "date", "score", "found_by"),
+    }
     assert (recalled["id"], recalled["label"], recalled["scope"]) == (memory.pk, "confirmed", "shared")
+    # Why it came back: the paths that found it, with its rank and score in each; none in the prompt.
+    assert recalled["found_by"]["vector"]["rank"] == 1
+    assert recalled["found_by"]["vector"]["score"] == pytest.approx(recalled["score"], abs=1e-3)
+    assert "rank" not in body["prompt"]
     assert "The cellar key is in the blue tin" in body["prompt"]
     assert (body["withheld"], body["withheld_reason"]) == (False, None)
     [turn] = body["working_memory"]
