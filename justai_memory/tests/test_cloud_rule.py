@@ -9,9 +9,10 @@ answers with memory text must join these, which the last test checks against the
 import pytest
 
 from justai_memory.api.main import api as ninja_api
-from memories.models import ForgetRequest, Kind, MemorySettings
+from memories.models import ForgetRequest, Kind
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, WITHHELD_FOR_CLOUD
 from memories.tests.factories import MemoryFactory
+from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.tests.factories import ConversationFactory
 
@@ -47,7 +48,7 @@ def ask(api, path, room, anna, **fields):
 
 
 def allow_cloud():
-    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
 
 
 def assert_withheld(path, response):

@@ -6,7 +6,7 @@ it says no, the path answers with the memories withheld and the reason, never wi
 """
 
 from justai_memory.errors import ApplicationError
-from memories.models import MemorySettings
+from people.models import Household
 
 LOCAL = "local"
 CLOUD = "cloud"
@@ -56,4 +56,4 @@ def memories_allowed_for(*, model_location: str) -> bool:
     """True for a local model; for any other only when the admin allowed personal memories to the cloud."""
     if model_location == LOCAL:
         return True
-    return MemorySettings.load().personal_memories_to_cloud
+    return Household.load().personal_memories_to_cloud
