@@ -22,15 +22,24 @@ class TombstoneAdmin(RecordAdmin):
         "forgotten_by_user",
         "memory_id",
         "embedder",
+        "blocked_count",
+        "last_blocked_at",
     ]
     list_filter = ["scope", "embedder"]
     list_select_related = ["owner", "room", "forgotten_by_person", "forgotten_by_user"]
     date_hierarchy = "forgotten_at"
-    exclude = ["embedding"]
+    # The digests are no text, but listing them helps nobody; the page says how many there are.
+    exclude = ["embedding", "digests"]
+    readonly_fields = ["digest_count"]
     actions = [lift_blocks]
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("embedding")
+
+    @admin.display(description="token digests")
+    def digest_count(self, obj) -> str:
+        """How many keyed digests of the forgotten numbers, codes, dates and rare words it holds (docs/privacy.md)."""
+        return str(len(obj.digests))
 
     def get_actions(self, request):
         actions = super().get_actions(request)

@@ -75,6 +75,20 @@ def test_the_tombstone_list_shows_owner_scope_and_date_but_no_text(admin_client)
     detail = admin_client.get(f"{TOMBSTONES}{Tombstone.objects.get().pk}/change/").content.decode()
     assert "Geheimnummer" not in detail
     assert "field-owner" in detail and "field-embedding" not in detail  # the admin's row class per field
+    assert "field-digest_count" in detail and "field-digests" not in detail
+
+
+def test_a_tombstone_counts_what_it_blocked_and_when(admin_client):
+    gate = store("Der Code für das Gartentor ist 4711.").memory
+    [tombstone] = memories_forget(memory_ids=[gate.pk], actor="test")
+    assert store("Der Code für das Gartentor ist 4711.").outcome == StoreOutcome.BLOCKED
+    assert store("Gartentor: 4711").outcome == StoreOutcome.BLOCKED
+    tombstone.refresh_from_db()
+    assert tombstone.blocked_count == 2 and tombstone.last_blocked_at is not None
+    html = admin_client.get(TOMBSTONES).content.decode()
+    assert '<td class="field-blocked_count">2</td>' in html and "4711" not in html
+    detail = admin_client.get(f"{TOMBSTONES}{tombstone.pk}/change/").content.decode()
+    assert "field-blocked_count" in detail and "field-last_blocked_at" in detail and "4711" not in detail
     assert admin_client.get(f"{TOMBSTONES}add/").status_code == 403
 
 
