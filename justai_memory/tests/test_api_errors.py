@@ -136,7 +136,10 @@ def test_posts_need_no_csrf_token_the_bearer_token_is_the_credential(api_token):
 def test_an_integral_json_number_is_an_id_a_fraction_or_a_string_is_not(api):
     room = RoomFactory()
     assert (
-        api.post("/internal/v1/recall", {"query": "Schlüssel", "room_id": float(room.pk), "limit": 5.0}).status_code
+        api.post(
+            "/internal/v1/recall",
+            {"query": "Schlüssel", "room_id": float(room.pk), "limit": 5.0, "model_location": "local"},
+        ).status_code
         == 200
     )
     for bad in (room.pk + 0.5, str(room.pk), True):
