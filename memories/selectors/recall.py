@@ -14,7 +14,7 @@ from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.dates import dates_condition, question_dates
 from memories.selectors.fusion import Found, Fused, Ranking, fuse
-from memories.selectors.keywords import KeywordHit, keyword_hits
+from memories.selectors.keywords import KeywordHit, keyword_hits, keyword_statistics
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
@@ -105,7 +105,8 @@ def ranked_memories(
     """
     by_vector = vector_hits(candidates=candidates, embedding=embedding, limit=limit, min_similarity=recall_min)
     by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
-    spans = question_dates(query=query, languages=languages) if DATE_WEIGHT else []
+    household = keyword_statistics().household  # cached with the keyword statistics
+    spans = question_dates(query=query, languages=[*languages, *household]) if DATE_WEIGHT else []
     in_span: set[int] = set()
     if spans:
         within = candidates.filter(dates_condition(spans))
