@@ -202,7 +202,12 @@ def main() -> None:
                 undated = [
                     m.id
                     for m in memory_recall(
-                        query=question, speaker=None, room=room, conversation=conversation, limit=args.limit
+                        query=question,
+                        speaker=None,
+                        room=room,
+                        model_location=conversation.model_location,
+                        language=conversation.language,
+                        limit=args.limit,
                     ).memories
                 ]
             dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
