@@ -8,6 +8,7 @@ from pydantic import Field
 
 from justai_memory.api.common import ERRORS, Input, IsoDateTime, LanguageCode, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
+from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
 from memories.selectors.person import person_memories
 from memories.services.forget import forget_everything_request_create
@@ -125,7 +126,7 @@ def person_delete_view(request, person_id: int, payload: ConfirmIn):
     """Delete a person with the token of POST people/{id}/deletion: their private memories, forget blocks and
     sightings go; their conversations are kept but never extracted. Nothing is removed without a valid token."""
     deletion = person_delete_confirm(
-        person=_person(person_id), token=payload.token, confirm=payload.confirm, actor="api"
+        person=_person(person_id), token=payload.token, confirm=payload.confirm, actor=Actor.API
     )
     return deletion.as_dict()
 
