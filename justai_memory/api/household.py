@@ -1,5 +1,6 @@
 """People and rooms: the household's ids for every other call; what is stored about a person, their export, erasure."""
 
+from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Router, Schema, Status
@@ -142,6 +143,10 @@ class PersonMemoryOut(Schema):
     room_id: int | None
     date: IsoDateTime
 
+    @staticmethod
+    def resolve_date(memory) -> datetime:
+        return memory.valid_at
+
 
 @router.get(
     "/people/{int:person_id}/memories",
@@ -152,21 +157,7 @@ class PersonMemoryOut(Schema):
 def person_memories_list(request, person_id: int):
     """What the assistant would use about this person: active memories they own or that are about them,
     only those they may see as the speaker, newest first."""
-    person = _person(person_id)
-    return [
-        {
-            "id": m.pk,
-            "relation": "owner" if m.owner_id == person.pk else "about",
-            "content": m.content,
-            "language": m.language,
-            "kind": m.kind,
-            "label": m.label,
-            "scope": m.scope,
-            "room_id": m.room_id,
-            "date": m.valid_at,
-        }
-        for m in person_memories(person=person).active().defer("embedding")
-    ]
+    return person_memories(person=_person(person_id)).active().defer("embedding")
 
 
 @router.get("/people/{int:person_id}/export", response={200: dict[str, Any], **ERRORS})
