@@ -10,6 +10,12 @@ from memories.services.embeddings import forget_verification
 
 
 @pytest.fixture(autouse=True)
+def _fixed_digest_key(settings):
+    """Tests hash forgotten tokens with a fixed key, never one generated into the data folder."""
+    settings.FORGET_DIGEST_KEY = "test-forget-digest-key"
+
+
+@pytest.fixture(autouse=True)
 def _fresh_embedder_verification():
     forget_verification()
     yield

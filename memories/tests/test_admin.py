@@ -249,6 +249,16 @@ def test_a_note_covered_by_a_forget_block_is_refused_on_the_form(admin_client):
 # --- editing ------------------------------------------------------------------------------------
 
 
+def test_an_edit_into_forgotten_content_is_refused_on_the_form_with_the_tombstone(admin_client):
+    gone = MemoryFactory(content="The gate code is 4711")
+    tombstone = memories_forget(memory_ids=[gone.pk], actor="test")[0]
+    memory = MemoryFactory(content="The bins go out on Tuesday")
+    response = admin_client.post(change_url(memory), change_form_data(memory, content="The gate code is 4711"))
+    assert response.status_code == 200 and f"tombstone #{tombstone.pk}" in response.content.decode()
+    memory.refresh_from_db()
+    assert memory.content == "The bins go out on Tuesday"
+
+
 def test_editing_re_embeds_and_audits_edited(admin_client, admin_user):
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     response = admin_client.post(

@@ -253,8 +253,9 @@ def test_the_number_of_statements_does_not_grow_with_the_batch(size):
     with CaptureQueriesContext(connection) as queries:
         results = batch(*drafts)
     assert [r.outcome for r in results].count("merged") == 1
-    # savepoint, forget blocks, nearest memories, lock the duplicate, insert, update the merged row, audit, release
-    assert len(queries) == 8, [q["sql"][:60] for q in queries]
+    # savepoint, forget blocks, the scope's store lock, nearest memories, lock the duplicate, insert, update the
+    # merged row, audit, release
+    assert len(queries) == 9, [q["sql"][:60] for q in queries]
 
 
 def test_a_merge_fills_in_what_the_stored_row_lacks_and_saves_it():
