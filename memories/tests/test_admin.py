@@ -6,12 +6,12 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from conftest import one_hot
 from memories.admin import MemoryAdmin
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Status
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

@@ -12,6 +12,7 @@ from django_q.models import OrmQ
 from justai_memory.errors import ApplicationError
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Scope
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import run_queued_jobs
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
@@ -134,16 +135,6 @@ def test_the_preview_refuses_a_conversation_of_another_room(admin_client, househ
 # --- consolidation: the button --------------------------------------------------------------------
 
 
-def run_queued_jobs() -> list:
-    """Run what the ORM broker holds, as a worker of the job cluster would."""
-    results = []
-    for item in OrmQ.objects.order_by("pk"):
-        task = item.task
-        item.delete()
-        results.append(import_string(task["func"])(*task["args"]))
-    return results
-
-
 def test_run_consolidation_now_queues_the_job_and_links_its_run(
     admin_client, admin_user, django_capture_on_commit_callbacks
 ):
@@ -158,7 +149,7 @@ def test_run_consolidation_now_queues_the_job_and_links_its_run(
     assert reverse("admin:memories_consolidationrun_change", args=[run.pk]) in html and "is queued" in html
     assert OrmQ.objects.get().task["func"] == "memories.jobs.memories_consolidate_job"
 
-    assert run_queued_jobs() == [run.pk]
+    assert [result for _, _, result in run_queued_jobs()] == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.merged) == ("done", 1) and Memory.objects.count() == 1
     page = admin_client.get(reverse("admin:memories_consolidationrun_change", args=[run.pk])).content.decode()

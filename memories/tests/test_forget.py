@@ -8,7 +8,6 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.models import (
     AuditEvent,
@@ -35,6 +34,7 @@ from memories.services.forget import (
 )
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

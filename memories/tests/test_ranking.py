@@ -6,12 +6,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from conftest import one_hot
 from memories.selectors import keywords
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

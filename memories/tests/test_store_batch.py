@@ -7,7 +7,6 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
@@ -15,6 +14,7 @@ from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

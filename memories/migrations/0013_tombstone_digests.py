@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0011_tombstone_room_protect"),
+        ("memories", "0012_household_settings_to_people"),
     ]
 
     operations = [
