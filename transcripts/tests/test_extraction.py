@@ -14,10 +14,12 @@ from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from justai_memory.household import person_delete
-from memories.models import Memory, MemorySettings, Provenance, Source
+from memories.models import Memory, Provenance, Source
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
+from memories.tests.helpers import queued_tasks
+from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import EXTRACTION_SCHEMA
@@ -30,9 +32,9 @@ from transcripts.services.extraction import (
     conversations_extract_sweep,
 )
 from transcripts.services.rerun import conversations_extract_rerun
-from transcripts.tests.conftest import memory_role, queued_tasks
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 from transcripts.tests.fake_llm import extraction_answer
+from transcripts.tests.helpers import memory_role
 
 pytestmark = pytest.mark.django_db
 
@@ -207,7 +209,7 @@ def test_cloud_extraction_waits_until_the_admin_allows_it(
     assert fake_llm.requests == [] and not Memory.objects.exists()
 
     assert conversations_extract_sweep() == {"requeued": 0, "resumed": 0}  # still not allowed: nothing moves
-    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     fake_llm.reply(extraction_answer(facts=["Der Code für die Garage ist 1234."]))
     with django_capture_on_commit_callbacks(execute=True):
         assert conversations_extract_sweep() == {"requeued": 0, "resumed": 1}
