@@ -1,12 +1,17 @@
 """Shared fixtures: a real PostgreSQL with pgvector (see settings), deterministic embeddings by default."""
 
-import numpy as np
 import pytest
 from django.test import override_settings
 
 from memories.embedders import embedder_by_name
 from memories.models import EmbeddingSpace
 from memories.services.embeddings import forget_verification
+
+
+@pytest.fixture(autouse=True)
+def _fixed_digest_key(settings):
+    """Tests hash forgotten tokens with a fixed key, never one generated into the data folder."""
+    settings.FORGET_DIGEST_KEY = "test-forget-digest-key"
 
 
 @pytest.fixture(autouse=True)
@@ -26,13 +31,6 @@ def usem3(db):
     forget_verification()
 
 
-def one_hot(index: int, dim: int = 512) -> np.ndarray:
-    """A tiny deterministic unit vector for tests that need exact similarities."""
-    vector = np.zeros(dim, dtype=np.float32)
-    vector[index] = 1.0
-    return vector
-
-
 @pytest.fixture
 def api_token(settings):
     settings.INTERNAL_API_TOKENS = ["test-token"]
@@ -44,11 +42,21 @@ def api(client, api_token):
     """A client for the internal API with a valid bearer token; ``api.post(path, data)`` sends JSON."""
 
     class Api:
-        def get(self, path, **kwargs):
-            return client.get(path, HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs)
+        def get(self, path, data=None, **kwargs):
+            return client.get(path, data, HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs)
 
         def post(self, path, data=None, **kwargs):
             return client.post(
+                path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
+            )
+
+        def patch(self, path, data=None, **kwargs):
+            return client.patch(
+                path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
+            )
+
+        def delete(self, path, data=None, **kwargs):
+            return client.delete(
                 path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
             )
 

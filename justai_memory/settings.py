@@ -32,6 +32,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# The key of the tombstones' token digests (memories/digests.py); empty: one is generated once into DATA_DIR.
+# Keep it with the data folder: with another key, old digests no longer match and only meaning blocks.
+FORGET_DIGEST_KEY = env.str("FORGET_DIGEST_KEY", default="")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
@@ -172,6 +175,7 @@ AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
 EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
+CONVERSATION_IDLE_MINUTES = env.int("CONVERSATION_IDLE_MINUTES", default=30)
 # Language detection of texts stored without a language (memories.languages): "high" (lingua's
 # high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,
 # trigrams only: fine on long texts, wrong on many short ones). bench/languages.py measures both.

@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from justai_memory.api import memories as memories_api
 from memories.models import Memory
@@ -85,7 +86,9 @@ def test_an_unreachable_database_is_a_json_503_and_the_api_recovers(api):
     try:
         for response in (
             api.get("/internal/v1/health"),
-            api.post("/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk}),
+            api.post(
+                "/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk, "model_location": "local"}
+            ),
             api.post("/internal/v1/memories/remember", {"content": "Der Schlüssel ist im Flur.", "room_id": room.pk}),
         ):
             _contract(response, 503)
@@ -104,9 +107,23 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
 
     monkeypatch.setattr(memories_api, "memory_recall", broken)
     with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
-        response = api.post("/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk})
+        response = api.post(
+            "/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk, "model_location": "local"}
+        )
     body = _contract(response, 500)
     [error_id] = re.findall(r"[0-9a-f]{12}", body["error"])
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert error_id in logged and "RuntimeError" in logged and "broken" in logged
     assert "Zebra" not in logged and "Zebra" not in response.content.decode()
+
+
+def test_posts_need_no_csrf_token_the_bearer_token_is_the_credential(api_token):
+    client = Client(enforce_csrf_checks=True)
+    room = RoomFactory()
+    response = client.post(
+        "/internal/v1/memories/remember",
+        {"content": "Der Code für das Gartentor ist 4711.", "room_id": room.pk},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api_token}",
+    )
+    assert response.status_code == 201

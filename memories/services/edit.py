@@ -12,10 +12,13 @@ from justai_memory.errors import ApplicationError
 from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
-from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.scopes import scope_holders
+from memories.selectors.tombstones import tombstone_hits
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 from memories.services.store import (
     CONTENT_EMPTY,
     CONTENT_TOO_LONG,
@@ -32,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 NOTE_BLOCKED = (
     "A forget block covers this note (tombstone {ids}). Lift the block under Tombstones first if it should "
+    "be remembered again."
+)
+EDIT_BLOCKED = (
+    "A forget block covers this text (tombstone {ids}). Lift the block under Tombstones first if it should "
     "be remembered again."
 )
 
@@ -69,17 +76,8 @@ class EditResult:
 
 def _fold_into(kept: Memory, other: Memory) -> None:
     """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
-    if PROVENANCE_RANK[other.provenance] > PROVENANCE_RANK[kept.provenance]:
-        kept.provenance = other.provenance
-    kept.occurrences += other.occurrences
+    memories_fold(kept=kept, others=[other])
     add_accesses({kept.pk: access_of([other])})
-    kept.confidence = max(kept.confidence, other.confidence)
-    kept.importance = max(kept.importance, other.importance)
-    kept.valid_at = min(kept.valid_at, other.valid_at)
-    kept.created_at = min(kept.created_at, other.created_at)
-    kept.subject = kept.subject or other.subject
-    kept.predicate = kept.predicate or other.predicate
-    kept.about = kept.about or other.about
     # What the duplicate superseded now points to the memory that stays.
     Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
     other.delete()
@@ -105,6 +103,8 @@ def memory_edit(
     valid_at: datetime | _Unchanged = UNCHANGED,
 ) -> EditResult:
     """Change an admin-editable field or several; re-embed when the text changed; fold in a duplicate; audit 'edited'.
+
+    A new text that a forget block covers is refused (ApplicationError 409 naming the tombstones), as a note is.
 
     A duplicate (same rule as ``memory_store``: same scope/owner/room, similarity at the embedder's
     ``duplicate`` threshold, same numbers and dates) is merged into the edited memory, which keeps
@@ -141,10 +141,7 @@ def memory_edit(
     language_check(memory.language)
     memory.subject = memory.subject.strip().lower()
     memory.predicate = memory.predicate.strip().lower()
-    if memory.scope != Scope.PRIVATE:
-        memory.owner = None
-    if memory.scope != Scope.ROOM:
-        memory.room = None
+    memory.owner, memory.room = scope_holders(scope=memory.scope, owner=memory.owner, room=memory.room)
     try:
         memory.full_clean(exclude=["embedding", "search_vector"])
     except ValidationError as exc:
@@ -154,6 +151,11 @@ def memory_edit(
     embedder = active_embedder()
     if "content" in changed:
         memory.embedding = embedder.embed_documents([memory.content])[0]
+        # The store path's rule: an edit must not write forgotten content back (by meaning or by value).
+        blocking = tombstone_hits(content=memory.content, embedding=memory.embedding, embedder=embedder)
+        if blocking:
+            ids = ", ".join(f"#{pk}" for pk in blocking)
+            raise ApplicationError(EDIT_BLOCKED.format(ids=ids), field="content", status=409)
 
     merged_ids: list[int] = []
     if memory.status == Status.ACTIVE and {"content", "scope", "owner", "room"} & set(changed):

@@ -88,7 +88,7 @@ def test_no_read_path_returns_an_invisible_memory(household):
         by_vector = {
             pk for pk, _ in vector_hits(candidates=candidates, embedding=embedding, limit=50, min_similarity=0)
         }
-        by_keyword = {pk for pk, _ in keyword_hits(candidates=candidates, query=TEXT, languages=["en"], limit=50)}
+        by_keyword = {hit.id for hit in keyword_hits(candidates=candidates, query=TEXT, languages=["en"], limit=50)}
         assert by_vector == by_keyword == recallable  # every visible one, nothing else
         if speaker is not None:
             about = {
@@ -97,7 +97,10 @@ def test_no_read_path_returns_an_invisible_memory(household):
             }
             assert about <= recallable
         recalled = {
-            m.id for m in memory_recall(query=TEXT, speaker=speaker, room=room, limit=RECALL_LIMIT_MAX).memories
+            m.id
+            for m in memory_recall(
+                query=TEXT, speaker=speaker, room=room, model_location="local", limit=RECALL_LIMIT_MAX
+            ).memories
         }
         assert recalled == recallable
         # Only what was returned was counted as accessed.
