@@ -190,7 +190,7 @@ def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, 
     assert not Memory.objects.exists()
 
 
-def test_a_wrong_token_is_refused_with_401(mcp_url):
+def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -202,5 +202,10 @@ def test_a_wrong_token_is_refused_with_401(mcp_url):
         response = httpx.post(mcp_url, json=initialize, headers={**accept, **auth}, timeout=10)
         assert response.status_code == 401 and response.json()["field"] == "Authorization"
         assert response.headers["www-authenticate"] == "Bearer"
+    # A host outside DJANGO_ALLOWED_HOSTS (DNS rebinding) is refused before the token is looked at.
+    rebound = httpx.post(
+        mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example"}
+    )
+    assert rebound.status_code == 400 and "Host" in rebound.json()["error"]
     ok = httpx.post(mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "justai-memory"
