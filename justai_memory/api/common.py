@@ -75,16 +75,35 @@ def plain_json(value: Any) -> Any:
     return value
 
 
+def _stripped(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise PydanticCustomError("text_empty", "must not be empty")
+    return value
+
+
 def text(max_length: int = MAX_TEXT_CHARS) -> Any:
-    """A non-empty string, stripped, of at most ``max_length`` characters, that PostgreSQL can store."""
+    """A string of at most ``max_length`` characters as sent (what the schema says), stripped, not empty after
+    stripping, that PostgreSQL can store."""
     return Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length), AfterValidator(plain_text)
+        str,
+        StringConstraints(min_length=1, max_length=max_length),
+        AfterValidator(_stripped),
+        AfterValidator(plain_text),
     ]
 
 
 Text = text()
 LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE_REGEX), AfterValidator(plain_text)]
-Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def integral(value: Any) -> Any:
+    # JSON has one number type: 12.0 is the integer 12 (as JSON Schema says); 12.5, "12" and true are not.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Integer = Annotated[int, BeforeValidator(integral)]
+Id = Annotated[Integer, Field(ge=1, le=MAX_ID)]
 
 
 def _timestamp(value: Any) -> datetime:
