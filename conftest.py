@@ -35,8 +35,8 @@ def one_hot(index: int, dim: int = 512) -> np.ndarray:
 
 @pytest.fixture
 def api_token(settings):
-    settings.INTERNAL_API_TOKENS = ["test-token"]
-    return "test-token"
+    settings.INTERNAL_API_TOKENS = ["test-token-0123456789"]
+    return "test-token-0123456789"
 
 
 @pytest.fixture

@@ -1,0 +1,25 @@
+"""Django's PostgreSQL backend for the embedded server: started by the first connection a process makes.
+
+Settings are then free of side effects (importing them starts nothing), and every entry point that
+needs the database (manage.py, the test session, a hand-started gunicorn) gets it without having
+to remember. The supervisor starts the server itself and gives its children DATABASE_URL instead.
+The settings dict carries ``EMBEDDED``: ``DIR`` (None = a fresh temporary folder), ``CLEANUP``
+(pgserver's cleanup mode: "stop", "delete" or None) and ``SHARED_BUFFERS``.
+"""
+
+from django.db.backends.postgresql import base
+
+from justai_memory import embedded_db
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    def get_connection_params(self):
+        embedded = self.settings_dict["EMBEDDED"]
+        host, port = embedded_db.ensure_started(
+            data_dir=embedded["DIR"], cleanup=embedded["CLEANUP"], shared_buffers=embedded["SHARED_BUFFERS"]
+        )
+        params = super().get_connection_params()
+        params["host"] = host
+        if port:
+            params["port"] = port
+        return params
