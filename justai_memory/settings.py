@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "people",
     "memories",
     "transcripts",
+    "justai_memory",  # the wiring layer: household admin and commands that span the apps
 ]
 
 MIDDLEWARE = [

@@ -3,13 +3,19 @@
 import logging
 
 from justai_memory.errors import ApplicationError
-from memories.services.consolidate import memories_consolidate
+from memories.services.consolidate import memories_consolidate, memories_consolidate_queued
 
 logger = logging.getLogger(__name__)
 
 
-def memories_consolidate_job() -> int | None:
-    """Daily consolidation (schedule ``memory.consolidate``); returns the run's id, None when another run was going."""
+def memories_consolidate_job(run_id: int | None = None) -> int | None:
+    """Consolidate once: the daily schedule ``memory.consolidate`` (no id) or a queued run (the admin's button).
+
+    Returns the run's id; None when another run was going (schedule) or the queued run is gone.
+    """
+    if run_id is not None:
+        run = memories_consolidate_queued(run_id=run_id)
+        return run.pk if run else None
     try:
         run = memories_consolidate(started_by="schedule")
     except ApplicationError as exc:

@@ -267,7 +267,10 @@ class Tombstone(models.Model):
     embedder = models.CharField(max_length=32)
     scope = models.CharField(max_length=16, choices=Scope.choices)
     owner = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    # PROTECT: a block deleted with its room could let the forgotten content come back.
+    room = models.ForeignKey(
+        "people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="forget_blocks"
+    )
     forgotten_at = models.DateTimeField(default=timezone.now)
     forgotten_by_person = models.ForeignKey(
         "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -338,6 +341,7 @@ class ForgetRequest(models.Model):
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
     FAILED = "failed"

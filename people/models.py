@@ -2,6 +2,8 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models.functions import Lower
 
+LANGUAGE_CODE_REGEX = r"^[a-z]{2,3}$"
+
 
 class Person(models.Model):
     """A member of the household whom the assistant can recognise as a speaker."""
@@ -18,7 +20,7 @@ class Person(models.Model):
             models.UniqueConstraint(Lower("name"), name="person_name_unique_ci"),
             models.CheckConstraint(condition=~models.Q(name=""), name="person_name_not_empty"),
             models.CheckConstraint(
-                condition=models.Q(preferred_language__regex=r"^[a-z]{2,3}$"), name="person_language_iso_code"
+                condition=models.Q(preferred_language__regex=LANGUAGE_CODE_REGEX), name="person_language_iso_code"
             ),
         ]
 

@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Length, Trim
 from django_q.models import OrmQ, Schedule
 
-from transcripts.models import Conversation, ExtractionStatus, Role, Turn
+from transcripts.models import Conversation, Event, ExtractionStatus, Role, Sighting, Turn
 
 WORKING_MEMORY_TURNS = 30
 # The job's dotted path is stored in queued tasks and retry schedules: keep it stable.
@@ -73,3 +73,21 @@ def conversations_extraction_lost(*, ended_before: datetime, max_attempts: int) 
         .exclude(pk__in=extraction_jobs_pending())
         .order_by("ended_at")
     )
+
+
+def person_conversations(*, person) -> QuerySet[Conversation]:
+    """Conversations in which ``person`` was the speaker, oldest first, with their turns prefetched."""
+    return Conversation.objects.filter(speaker=person).order_by("started_at", "id").prefetch_related("turns")
+
+
+def person_turns_elsewhere(*, person) -> QuerySet[Turn]:
+    """What ``person`` said in conversations whose speaker was someone else (or unknown)."""
+    return Turn.objects.filter(speaker=person).exclude(conversation__speaker=person).order_by("created_at", "id")
+
+
+def person_sightings(*, person) -> QuerySet:
+    return Sighting.objects.filter(person=person).order_by("seen_at", "id")
+
+
+def person_events(*, person) -> QuerySet:
+    return Event.objects.filter(person=person).order_by("occurred_at", "id")

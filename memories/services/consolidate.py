@@ -11,8 +11,9 @@ Under a PostgreSQL advisory lock, the near-duplicate candidates are searched fir
    The higher provenance stays, else the newer (``created_at``, then id). Counts add up, importance
    and confidence take the maximum, dates merge (earliest learned and valid, latest accessed).
    The others are deleted (their content lives on in the one that stays: a merge, not a forget).
-3. **supersede**: active memories of the same scope, owner, room, normalised subject and predicate
-   that survived step 2 contradict each other: the newest (``valid_at``, ``created_at``, id) stays
+3. **supersede**: active *facts* of the same scope, owner, room, normalised subject and predicate
+   that survived step 2 contradict each other (preferences, procedures, notes and episodes of one
+   subject coexist: "Julian likes jazz" and "Julian likes short answers" are both true): the newest (``valid_at``, ``created_at``, id) stays
    active, every older one becomes ``superseded`` pointing at it. Never deleted.
 
 Candidate pairs for step 2 come from comparisons within small clusters of similar memories, in SQL
@@ -20,6 +21,7 @@ Candidate pairs for step 2 come from comparisons within small clusters of simila
 nothing compares all pairs.
 """
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -27,11 +29,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
+from django_q.tasks import async_task
 
 from justai_memory.errors import ApplicationError
+from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -49,8 +53,8 @@ from memories.services.embeddings import active_embedder
 logger = logging.getLogger(__name__)
 
 ALREADY_RUNNING = "A consolidation is already running; wait until it has finished and try again."
+CONSOLIDATE_JOB = "memories.jobs.memories_consolidate_job"
 INTERRUPTED = "Interrupted"  # error of a run whose process ended before it could finish
-CONSOLIDATION_LOCK_ID = 7_311_002  # pg advisory lock key (reembed_memories uses 7_311_001)
 PRUNE_AFTER = timedelta(days=90)
 BATCH_SIZE = 2000
 
@@ -77,29 +81,21 @@ class Change:
 @contextmanager
 def _consolidation_lock() -> Iterator[None]:
     """Hold the session-level advisory lock for the block; ApplicationError (409) when another run holds it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [CONSOLIDATION_LOCK_ID])
-        if not cursor.fetchone()[0]:
+    with advisory_lock(LockId.CONSOLIDATION) as acquired:
+        if not acquired:
             raise ApplicationError(ALREADY_RUNNING, status=409)
-    try:
         yield
-    finally:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s)", [CONSOLIDATION_LOCK_ID])
-        except DatabaseError:
-            # A broken connection has released its session locks already.
-            logger.warning("could not release the consolidation lock; the connection is gone")
 
 
 def memories_consolidate(
-    *, started_by: str, dry_run: bool = False, progress: Progress | None = None
+    *, started_by: str, dry_run: bool = False, progress: Progress | None = None, queued: ConsolidationRun | None = None
 ) -> ConsolidationRun:
     """Prune, merge and supersede once under an advisory lock; record the run and return it.
 
     ``started_by``: "schedule", "command" or "admin:<user id>". Raises ApplicationError (status 409,
     ``ALREADY_RUNNING``) when another run holds the lock. ``progress(stage, done, total)`` is called
-    per batch. The returned run carries ``run.changes`` (a list of ``Change``, ids and rules only;
+    per batch. ``queued``: a run recorded by ``memories_consolidate_queue`` becomes this run (its
+    ``started_by`` and ``dry_run`` apply). The returned run carries ``run.changes`` (a list of ``Change``, ids and rules only;
     not stored). A dry run does the same work in a transaction that is rolled back, so it reports
     exactly what a real run would change; it writes no memory and no audit event, only run rows.
     """
@@ -107,7 +103,12 @@ def memories_consolidate(
     with _consolidation_lock():
         # Holding the lock, any run still marked running died with its process (the lock went with it).
         ConsolidationRun.objects.filter(status=RunStatus.RUNNING).update(status=RunStatus.FAILED, error=INTERRUPTED)
-        run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
+        if queued is None:
+            run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
+        else:
+            run, dry_run = queued, queued.dry_run
+            run.status, run.started_at = RunStatus.RUNNING, timezone.now()
+            run.save(update_fields=["status", "started_at"])
         started = time.monotonic()
         try:
             threshold = active_embedder().thresholds.duplicate
@@ -141,6 +142,33 @@ def memories_consolidate(
         run.duration_ms,
     )
     return run
+
+
+@transaction.atomic
+def memories_consolidate_queue(*, started_by: str, dry_run: bool = False) -> ConsolidationRun:
+    """Record a queued run and queue the job that runs it (after commit); ApplicationError (409) while one runs."""
+    if not advisory_lock_free(LockId.CONSOLIDATION):
+        raise ApplicationError(ALREADY_RUNNING, status=409)
+    run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run, status=RunStatus.QUEUED)
+    transaction.on_commit(
+        functools.partial(async_task, CONSOLIDATE_JOB, run.pk, task_name=f"memory.consolidate:{run.pk}")
+    )
+    return run
+
+
+def memories_consolidate_queued(*, run_id: int) -> ConsolidationRun | None:
+    """Run a queued run; None when it is not queued (any more). Another run going: it fails with ``ALREADY_RUNNING``."""
+    queued = ConsolidationRun.objects.filter(pk=run_id, status=RunStatus.QUEUED).first()
+    if queued is None:
+        return None
+    try:
+        return memories_consolidate(started_by=queued.started_by, queued=queued)
+    except ApplicationError as exc:
+        if exc.status != 409:
+            raise
+        queued.status, queued.error, queued.finished_at = RunStatus.FAILED, ALREADY_RUNNING, timezone.now()
+        queued.save(update_fields=["status", "error", "finished_at"])
+        return queued
 
 
 def _finish(run: ConsolidationRun, started: float) -> None:
@@ -355,7 +383,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
 
 # --- 3. supersede -------------------------------------------------------------------------------
 
-# Groups of active memories with the same scope/owner/room and normalised subject/predicate
+# Groups of active facts with the same scope/owner/room and normalised subject/predicate
 # (GROUP BY ... HAVING count > 1); in each, every row but the newest is superseded by the newest,
 # and memories those rows had superseded are pointed at the newest too.
 SUPERSEDE_SQL = """
@@ -364,7 +392,7 @@ WITH keyed AS (
            coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
            lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
     FROM memories_memory
-    WHERE status = 'active' AND btrim(subject) <> '' AND btrim(predicate) <> ''
+    WHERE status = 'active' AND kind = 'fact' AND btrim(subject) <> '' AND btrim(predicate) <> ''
 ),
 contested AS (
     SELECT scope, owner_key, room_key, subject_key, predicate_key
@@ -405,7 +433,7 @@ ORDER BY 3 DESC, 1
 
 
 def _supersede(*, now: datetime, report: Progress) -> list[Change]:
-    """Supersede every older active memory of a contested subject/predicate by the newest."""
+    """Supersede every older active fact of a contested subject/predicate by the newest (facts only)."""
     with connection.cursor() as cursor:
         cursor.execute(SUPERSEDE_SQL, {"now": now})
         rows = cursor.fetchall()

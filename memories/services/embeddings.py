@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
 from memories.embedders import Embedder, configured_dim, embedder_by_name, get_embedder, vector_literal
+from memories.locks import LockId, advisory_xact_lock
 from memories.models import EmbeddingSpace, Memory, Tombstone
 
 logger = logging.getLogger(__name__)
@@ -21,7 +22,6 @@ COLUMN_MISMATCH = (
     "The database's vector column is {column_dim}-d, but MEMORY_EMBEDDER '{configured}' makes "
     "{configured_dim}-d vectors. Run `python manage.py reembed_memories` to convert it."
 )
-REEMBED_LOCK_ID = 7_311_001  # pg_advisory_lock key; one re-embedding at a time
 
 _verified: set[tuple[str, str]] = set()
 
@@ -98,10 +98,8 @@ def memories_reembed(*, batch_size: int = 256, progress: Callable[[int, int], No
     total = Memory.objects.count()
     done = 0
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [REEMBED_LOCK_ID])
-            if not cursor.fetchone()[0]:
-                raise ImproperlyConfigured("Another re-embedding is running.")
+        if not advisory_xact_lock(LockId.REEMBED):
+            raise ImproperlyConfigured("Another re-embedding is running.")
         old_dim = embedding_column_dim()
         index = next(i for i in Memory._meta.indexes if i.name == "memory_embedding_hnsw")
         with connection.schema_editor(atomic=False) as editor:

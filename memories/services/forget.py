@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
-from memories.models import AuditAction, ForgetRequest, Memory, Tombstone
+from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates
+from memories.selectors.person import person_memories
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 
@@ -82,22 +83,33 @@ def forget_request_create(*, query: str, speaker, room) -> tuple[str | None, dat
     Stores only the token's hash, the speaker, the room and the candidate ids. With no candidates
     there is nothing to confirm: returns ``(None, None, [])`` and stores nothing.
     """
+    candidates = forget_candidates(query=query, speaker=speaker, room=room)
+    token, expires_at = forget_token_issue(speaker=speaker, room=room, candidate_ids=[m.pk for m in candidates])
+    return token, expires_at, candidates
+
+
+@transaction.atomic
+def forget_token_issue(*, speaker, room, candidate_ids: list[int]) -> tuple[str | None, datetime | None]:
+    """Store a forget request for these candidates and return its token; ``(None, None)`` when there are none.
+
+    ``room`` None is a person's "forget everything about me": its candidates are checked again as
+    visible to them in any room (see ``forget_request_confirm``).
+    """
     now = timezone.now()
     ForgetRequest.objects.filter(expires_at__lt=now - FORGET_REQUEST_KEEP).delete()
-    candidates = forget_candidates(query=query, speaker=speaker, room=room)
-    if not candidates:
-        return None, None, []
+    if not candidate_ids:
+        return None, None
     token = secrets.token_urlsafe(32)
     request = ForgetRequest.objects.create(
         token_hash=_token_hash(token),
         speaker=speaker,
         room=room,
-        candidate_ids=[m.pk for m in candidates],
+        candidate_ids=list(candidate_ids),
         created_at=now,
         expires_at=now + FORGET_TOKEN_TTL,
     )
-    logger.info("forget request %s: %d candidates", request.pk, len(candidates))
-    return token, request.expires_at, candidates
+    logger.info("forget request %s: %d candidates", request.pk, len(candidate_ids))
+    return token, request.expires_at
 
 
 @transaction.atomic
@@ -135,11 +147,12 @@ def forget_request_confirm(
     request.used_at = now
     request.save(update_fields=["used_at"])
     # Visibility again, now: a memory may have changed scope or gone since the candidates were found.
-    visible = list(
-        Memory.objects.visible_to(speaker=request.speaker, room=request.room)
-        .filter(pk__in=chosen)
-        .values_list("pk", flat=True)
+    still = (
+        person_memories(person=request.speaker)
+        if request.room_id is None and request.speaker is not None
+        else Memory.objects.visible_to(speaker=request.speaker, room=request.room)
     )
+    visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
     tombstones = memories_forget(memory_ids=visible, actor=_actor(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
@@ -156,3 +169,24 @@ def tombstone_lift(*, tombstone_ids: Iterable[int], actor: str) -> int:
     audit_record(memory_ids=memory_ids, action=AuditAction.BLOCK_LIFTED, actor=actor)
     logger.info("lifted %d forget blocks (%s)", deleted, actor)
     return deleted
+
+
+def forget_everything_request_create(*, person) -> tuple[str | None, datetime | None, list[int]]:
+    """ "Forget everything about me": one token for every memory owned by or about ``person`` that they may see.
+
+    Confirmed like any forget (``forget_request_confirm`` with the person as the speaker): each
+    memory leaves a tombstone. Returns the token, its expiry and the candidate ids.
+    """
+    ids = list(person_memories(person=person).values_list("pk", flat=True))
+    token, expires_at = forget_token_issue(speaker=person, room=None, candidate_ids=ids)
+    return token, expires_at, ids if token else []
+
+
+@transaction.atomic
+def private_memories_delete(*, person, actor: str) -> list[int]:
+    """Delete every private memory of ``person`` (their deletion; no tombstone: nobody can store them again)."""
+    private = Memory.objects.filter(scope=Scope.PRIVATE, owner=person)
+    memory_ids = list(private.values_list("pk", flat=True))
+    private.delete()
+    audit_record(memory_ids=memory_ids, action=AuditAction.DELETED, actor=actor)
+    return memory_ids

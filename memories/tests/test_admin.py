@@ -1,7 +1,5 @@
 """The memories admin through admin_client: list, filters, search, notes, edits, forget, permissions, settings."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -9,7 +7,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from conftest import one_hot
-from memories.admin import MemoryAdmin, recalled_row
+from memories.admin import MemoryAdmin
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemorySettings, Provenance, Scope, Status
 from memories.services.forget import memories_forget
@@ -361,16 +359,6 @@ def test_the_recall_preview_page_shows_its_form(admin_client):
     html = response.content.decode()
     assert response.status_code == 200 and "unknown speaker" in html and "Kitchen" in html and "Anna" in html
     assert response.context["result"] is None
-
-
-def test_the_preview_presents_each_shape_a_recalled_memory_may_have():
-    memory = MemoryFactory(content="The gate code is 4711")
-    memory.score = 0.8
-    expected = {"id": memory.pk, "content": memory.content, "label": "confirmed", "scope": "shared", "language": "en"}
-    wrapper = SimpleNamespace(memory=Memory.objects.get(pk=memory.pk), score=0.8)
-    api_dict = {**expected, "score": 0.8, "provenance": "confirmed"}
-    for item in (memory, wrapper, api_dict):
-        assert recalled_row(item) == {**expected, "score": 0.8}
 
 
 def test_the_memory_list_links_the_recall_preview_and_the_note_form(admin_client):

@@ -53,15 +53,15 @@ def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, house
         "/internal/v1/recall",
         {"query": "blue tin key", "room_id": household["kitchen"].pk, "speaker_id": household["anna"].pk, "limit": 10},
     ).json()
-    assert [row["id"] for row in rows] == [m["id"] for m in api_answer["memories"]]
-    assert household["private"].pk in [row["id"] for row in rows]
+    assert [row.id for row in rows] == [m["id"] for m in api_answer["memories"]]
+    assert household["private"].pk in [row.id for row in rows]
     assert response.context["result"].prompt == api_answer["prompt"]
     assert "blue tin" in response.content.decode()
 
 
 def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_client, household):
     response = preview(admin_client, query="blue tin key", room=household["kitchen"])
-    ids = [row["id"] for row in response.context["rows"]]
+    ids = [row.id for row in response.context["rows"]]
     assert household["shared"].pk in ids and household["room"].pk in ids
     assert household["private"].pk not in ids
 
@@ -84,23 +84,47 @@ def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_c
 # --- consolidation: the button --------------------------------------------------------------------
 
 
-def test_run_consolidation_now_reports_the_runs_stats(admin_client, admin_user):
+def run_queued_jobs() -> list:
+    """Run what the ORM broker holds, as a worker of the job cluster would."""
+    results = []
+    for item in OrmQ.objects.order_by("pk"):
+        task = item.task
+        item.delete()
+        results.append(import_string(task["func"])(*task["args"]))
+    return results
+
+
+def test_run_consolidation_now_queues_the_job_and_links_its_run(
+    admin_client, admin_user, django_capture_on_commit_callbacks
+):
     MemoryFactory(content="The gate code is 4711")
     MemoryFactory(content="The gate code is 4711")
-    response = admin_client.post(RUN, {"dry_run": "0"}, follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(RUN, {"dry_run": "0"}, follow=True)
     run = ConsolidationRun.objects.get()
-    assert (run.started_by, run.dry_run) == (f"admin:{admin_user.pk}", False)
+    assert (run.started_by, run.dry_run, run.status) == (f"admin:{admin_user.pk}", False, "queued")
+    assert Memory.objects.count() == 2  # nothing ran inside the request
     html = response.content.decode()
-    assert f"Consolidation run #{run.pk}: merged {run.merged}, superseded {run.superseded}" in html
+    assert reverse("admin:memories_consolidationrun_change", args=[run.pk]) in html and "is queued" in html
+    assert OrmQ.objects.get().task["func"] == "memories.jobs.memories_consolidate_job"
+
+    assert run_queued_jobs() == [run.pk]
+    run.refresh_from_db()
+    assert (run.status, run.merged) == ("done", 1) and Memory.objects.count() == 1
+    page = admin_client.get(reverse("admin:memories_consolidationrun_change", args=[run.pk])).content.decode()
+    assert f"admin:{admin_user.pk}" in page
 
 
-def test_the_dry_run_button_changes_no_memory(admin_client):
+def test_the_dry_run_button_queues_a_dry_run_that_changes_no_memory(admin_client, django_capture_on_commit_callbacks):
     MemoryFactory(content="The gate code is 4711")
     MemoryFactory(content="The gate code is 4711")
-    response = admin_client.post(RUN, {"dry_run": "1"}, follow=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client.post(RUN, {"dry_run": "1"}, follow=True)
     run = ConsolidationRun.objects.get()
-    assert run.dry_run and Memory.objects.count() == 2
-    assert f"Dry run #{run.pk}: would merge" in response.content.decode()
+    assert "Dry run" in response.content.decode()
+    run_queued_jobs()
+    run.refresh_from_db()
+    assert (run.dry_run, run.status, run.merged) == (True, "done", 1) and Memory.objects.count() == 2
 
 
 def test_a_run_while_another_is_going_shows_the_error(admin_client, monkeypatch):
@@ -108,10 +132,11 @@ def test_a_run_while_another_is_going_shows_the_error(admin_client, monkeypatch)
     def already_running(**kwargs):
         raise ApplicationError("A consolidation run is already going.")
 
-    monkeypatch.setattr("memories.services.consolidate.memories_consolidate", already_running)
+    monkeypatch.setattr("memories.admin.consolidation.memories_consolidate_queue", already_running)
     response = admin_client.post(RUN, {"dry_run": "0"}, follow=True)
     messages = [(m.level_tag, m.message) for m in response.context["messages"]]
     assert messages == [("error", "A consolidation run is already going.")]
+    assert not ConsolidationRun.objects.exists()
 
 
 # --- extraction: the re-run action queues a job that exists ---------------------------------------

@@ -17,7 +17,13 @@ from memories import jobs
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Provenance, Scope, Tombstone
 from memories.selectors import near_duplicates
 from memories.services import consolidate as consolidate_module
-from memories.services.consolidate import ALREADY_RUNNING, Change, Rule, memories_consolidate
+from memories.services.consolidate import (
+    ALREADY_RUNNING,
+    Change,
+    Rule,
+    memories_consolidate,
+    memories_consolidate_queue,
+)
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 
@@ -282,6 +288,29 @@ def test_no_contradiction_without_the_same_owner_subject_and_predicate(differenc
     MemoryFactory(content="Anna works at Siemens", embedding=at(0, 1), **{**fields, **changed})
     assert consolidate().superseded == 0
     assert Memory.objects.active().count() == 2
+
+
+@pytest.mark.parametrize("kind", ["preference", "procedure", "note", "episode"])
+def test_only_facts_supersede_other_kinds_of_one_subject_and_predicate_coexist(kind):
+    jazz = MemoryFactory(
+        content="Julian mag Jazz", kind=kind, subject="julian", predicate="mag", embedding=at(0), valid_at=days_ago(9)
+    )
+    short = MemoryFactory(
+        content="Julian mag kurze Antworten", kind=kind, subject="julian", predicate="mag", embedding=at(0, 1)
+    )
+    assert consolidate().superseded == 0
+    assert {reload(jazz).status, reload(short).status} == {"active"}
+
+
+def test_a_fact_is_not_superseded_by_a_preference_of_the_same_subject_and_predicate():
+    fact = MemoryFactory(
+        content="Julian plays jazz", subject="julian", predicate="music", embedding=at(0), valid_at=days_ago(9)
+    )
+    MemoryFactory(
+        content="Julian likes pop", kind="preference", subject="julian", predicate="music", embedding=at(0, 1)
+    )
+    assert consolidate().superseded == 0
+    assert reload(fact).status == "active"
 
 
 def test_near_identical_memories_with_the_same_subject_merge_instead_of_superseding():
@@ -578,11 +607,20 @@ def test_a_second_run_is_refused_while_the_first_is_going():
         with pytest.raises(CommandError, match="already running"):
             call_command("consolidate_memories")
         assert jobs.memories_consolidate_job() is None
+        with pytest.raises(ApplicationError, match="already running"):
+            memories_consolidate_queue(started_by="admin:1")
+        queued = ConsolidationRun.objects.create(started_by="admin:1", status="queued")
+        assert jobs.memories_consolidate_job(queued.pk) == queued.pk
+        queued.refresh_from_db()
+        assert (queued.status, queued.error) == ("failed", ALREADY_RUNNING)
     finally:
         release.set()
         thread.join(30)
     assert not errors
-    assert list(ConsolidationRun.objects.values_list("started_by", "status")) == [("first", "done")]
+    assert list(ConsolidationRun.objects.values_list("started_by", "status")) == [
+        ("admin:1", "failed"),
+        ("first", "done"),
+    ]
     assert memories_consolidate(started_by="third").status == "done"  # the lock was released
 
 
@@ -619,3 +657,21 @@ def test_the_schedule_runs_the_job_which_consolidates():
     plant_one_of_each()
     run = ConsolidationRun.objects.get(pk=job())
     assert (run.started_by, run.merged, run.superseded, run.deleted) == ("schedule", 1, 1, 1)
+
+
+def test_a_queued_run_runs_once_with_its_own_settings(django_capture_on_commit_callbacks):
+    plant_one_of_each()
+    with django_capture_on_commit_callbacks(execute=True):
+        queued = memories_consolidate_queue(started_by="admin:7", dry_run=True)
+    assert (queued.status, queued.dry_run) == ("queued", True)
+    assert jobs.memories_consolidate_job(queued.pk) == queued.pk
+    queued.refresh_from_db()
+    assert (queued.status, queued.started_by, queued.merged, queued.superseded, queued.deleted) == (
+        "done",
+        "admin:7",
+        1,
+        1,
+        1,
+    )
+    assert Memory.objects.count() == 5  # a dry run
+    assert jobs.memories_consolidate_job(queued.pk) is None  # a retry of a finished run does nothing

@@ -9,19 +9,19 @@ so parallel runs and retries do the work once; the conversation row is locked wh
 import functools
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from justai_memory import ai_router
 from justai_memory.errors import ApplicationError
+from memories.locks import LockId, advisory_lock
 from memories.models import Provenance, Scope, Source
 from memories.selectors.privacy import memories_allowed_for
 from memories.services.embeddings import active_embedder
@@ -41,7 +41,6 @@ ROLE = "memory"
 ACTOR = "job:memory.extract"
 MIN_USER_CHARS = 15
 MAX_TRANSCRIPT_CHARS = 24_000
-EXTRACT_LOCK_NAMESPACE = 7_311_002  # pg advisory lock (namespace, conversation id)
 RETRY_SCHEDULE = "memory.extract.retry:{id}"
 FINISHED = (ExtractionStatus.DONE, ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
 GAVE_UP = "gave up after {n} attempts"
@@ -91,21 +90,6 @@ def conversation_extract_queue(*, conversation_id: int) -> str:
     return async_task(
         EXTRACT_JOB, conversation_id, task_name=f"memory.extract:{conversation_id}", group="memory.extract"
     )
-
-
-@contextmanager
-def _run_lock(conversation_id: int):
-    """A session-level advisory lock per conversation: held by a live run, released when its connection dies."""
-    key = [EXTRACT_LOCK_NAMESPACE, conversation_id & 0x7FFFFFFF]
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", key)
-        acquired = cursor.fetchone()[0]
-    try:
-        yield acquired
-    finally:
-        if acquired:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
 
 def _locked(conversation_id: int) -> Conversation | None:
@@ -323,7 +307,8 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
     provider and ``personal_memories_to_cloud`` off it waits (``waiting_local``). A failed call or a
     malformed answer is recorded with a text-free reason and retried with backoff; nothing is half-stored.
     """
-    with _run_lock(conversation_id) as acquired:
+    # Per conversation, session-level: held by a live run, released when its connection dies.
+    with advisory_lock(LockId.EXTRACTION, key=conversation_id) as acquired:
         if not acquired:
             logger.info("conversation %s: extraction already running elsewhere", conversation_id)
             return None

@@ -3,15 +3,15 @@
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.locks import LockId, advisory_lock
 from memories.models import MemorySettings
 from transcripts.models import Conversation, Event, Sighting, Turn
 
-PURGE_LOCK_ID = 7_311_003  # pg_advisory_lock key: one purge at a time
 PURGE_RUNNING = "Another purge is running; try again when it has finished."
 
 
@@ -49,11 +49,9 @@ def transcripts_purge(
     totals["turns"] = Turn.objects.filter(conversation__in=candidates["conversations"]).count()
     if dry_run:
         return totals
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [PURGE_LOCK_ID])
-        if not cursor.fetchone()[0]:
+    with advisory_lock(LockId.PURGE) as acquired:
+        if not acquired:
             raise ApplicationError(PURGE_RUNNING, status=409)
-    try:
         for name, queryset in candidates.items():
             done = 0
             while ids := list(queryset.order_by().values_list("pk", flat=True)[:batch_size]):
@@ -63,7 +61,4 @@ def transcripts_purge(
                 done += len(ids)
                 if progress:
                     progress(name, done, totals[name])
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [PURGE_LOCK_ID])
     return totals

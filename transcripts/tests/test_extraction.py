@@ -10,10 +10,10 @@ from django.db import connection
 from django.utils import timezone
 from django_q.models import Schedule
 
+from justai_memory.household import person_delete
 from memories.models import Memory, MemorySettings, Provenance, Source
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, memory_store
-from people.services import person_delete
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import EXTRACT_JOB

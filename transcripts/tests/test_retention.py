@@ -10,12 +10,13 @@ from django.db import connections
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.locks import LockId
 from memories.models import Memory, MemorySettings
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.jobs import transcripts_purge_job
 from transcripts.models import Conversation, Event, Sighting, Turn
-from transcripts.services.retention import PURGE_LOCK_ID, transcripts_purge
+from transcripts.services.retention import transcripts_purge
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
@@ -88,10 +89,10 @@ def test_overlapping_runs_are_refused(household):
     def other_purge():
         connection = connections.create_connection("default")
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_lock(%s)", [PURGE_LOCK_ID])
+            cursor.execute("SELECT pg_advisory_lock(%s)", [LockId.PURGE])
             held.set()
             release.wait(10)
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [PURGE_LOCK_ID])
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [LockId.PURGE])
         connection.close()
 
     thread = threading.Thread(target=other_purge)

@@ -1,0 +1,75 @@
+"""Consolidation runs: their stats, and the buttons that queue a run (or a dry run) in the job cluster."""
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from justai_memory.errors import ApplicationError
+from memories.admin.base import RecordAdmin, admin_actor
+from memories.models import ConsolidationRun
+from memories.services.consolidate import memories_consolidate_queue
+
+
+@admin.register(ConsolidationRun)
+class ConsolidationRunAdmin(RecordAdmin):
+    """Runs are records: only the service writes them."""
+
+    list_display = [
+        "id",
+        "status",
+        "dry_run",
+        "started_by",
+        "started_at",
+        "finished_at",
+        "duration_ms",
+        "merged",
+        "superseded",
+        "deleted",
+        "error",
+    ]
+    list_filter = ["status", "dry_run", "started_by"]
+    date_hierarchy = "started_at"
+
+    def has_run_permission(self, request) -> bool:
+        """Starting a run creates one: it takes the 'add' permission of consolidation runs."""
+        return request.user.has_perm(f"{self.opts.app_label}.{get_permission_codename('add', self.opts)}")
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path("run/", self.admin_site.admin_view(self.run_view), name="{}_{}_run".format(*info)),
+            *super().get_urls(),
+        ]
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {"has_run_permission": self.has_run_permission(request), **(extra_context or {})}
+        return super().changelist_view(request, extra_context)
+
+    def run_view(self, request):
+        """POST: queue a run (or a dry run) and link to it; an ERROR when one is already running."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_run_permission(request):
+            raise PermissionDenied
+        try:
+            run = memories_consolidate_queue(
+                started_by=admin_actor(request), dry_run=request.POST.get("dry_run") == "1"
+            )
+        except ApplicationError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            self.message_user(request, queued_message(run), messages.SUCCESS)
+        return redirect("admin:memories_consolidationrun_changelist")
+
+
+def queued_message(run: ConsolidationRun) -> str:
+    """The message that links a queued run: its row shows the stats once the job cluster has run it."""
+    what = "Dry run" if run.dry_run else "Consolidation run"
+    url = reverse("admin:memories_consolidationrun_change", args=[run.pk])
+    return format_html(
+        '{} <a href="{}">#{}</a> is queued; the job cluster runs it and its row shows the stats.', what, url, run.pk
+    )

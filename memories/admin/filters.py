@@ -1,0 +1,60 @@
+"""List filters of the memory list."""
+
+from django.contrib import admin
+
+from memories.models import PROVENANCE_LABELS, Provenance
+
+
+class ScoreBandFilter(admin.SimpleListFilter):
+    """Low / medium / high bands of a 0..1 score."""
+
+    bands = {"low": (0.0, 1 / 3), "medium": (1 / 3, 2 / 3), "high": (2 / 3, 1.01)}
+
+    def lookups(self, request, model_admin):
+        return [("low", "low (< 0.33)"), ("medium", "medium"), ("high", "high (≥ 0.67)")]
+
+    def queryset(self, request, queryset):
+        if self.value() not in self.bands:
+            return queryset
+        low, high = self.bands[self.value()]
+        return queryset.filter(**{f"{self.parameter_name}__gte": low, f"{self.parameter_name}__lt": high})
+
+
+class ConfidenceFilter(ScoreBandFilter):
+    title = "confidence"
+    parameter_name = "confidence"
+
+
+class ImportanceFilter(ScoreBandFilter):
+    title = "importance"
+    parameter_name = "importance"
+
+
+class AccessCountFilter(admin.SimpleListFilter):
+    title = "access count"
+    parameter_name = "recalled"
+
+    def lookups(self, request, model_admin):
+        return [("never", "never recalled"), ("yes", "recalled")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "never":
+            return queryset.exclude(access__count__gt=0)
+        if self.value() == "yes":
+            return queryset.filter(access__count__gt=0)
+        return queryset
+
+
+class LabelFilter(admin.SimpleListFilter):
+    """Provenance under the names the assistant is told (confirmed / observed / from conversation / GUESS)."""
+
+    title = "label"
+    parameter_name = "provenance"
+
+    def lookups(self, request, model_admin):
+        return [(value, PROVENANCE_LABELS[value]) for value in Provenance.values]
+
+    def queryset(self, request, queryset):
+        if self.value() in Provenance.values:
+            return queryset.filter(provenance=self.value())
+        return queryset

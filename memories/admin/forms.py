@@ -1,0 +1,62 @@
+"""Forms of the memories admin: edit, add a note, preview recall. Rules stay in the services they call."""
+
+from django import forms
+
+from justai_memory.internal_api import MAX_TEXT_CHARS
+from memories.models import Memory, Scope
+from memories.services.edit import EDITABLE_FIELDS
+from people.models import Person, Room
+from transcripts.models import Conversation
+
+
+class ScopeFormMixin:
+    """Clear owner and room where the scope has none, so switching scope needs one change, not three."""
+
+    def clean(self):
+        cleaned = super().clean()
+        scope = cleaned.get("scope")
+        if scope and scope != Scope.PRIVATE:
+            cleaned["owner"] = None
+        if scope and scope != Scope.ROOM:
+            cleaned["room"] = None
+        return cleaned
+
+
+class MemoryChangeForm(ScopeFormMixin, forms.ModelForm):
+    class Meta:
+        model = Memory
+        fields = EDITABLE_FIELDS
+
+
+class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
+    """Add a note (kind note, source admin, confirmed); ``memory_note_add`` refuses one a forget block covers."""
+
+    class Meta:
+        model = Memory
+        fields = ["content", "language", "scope", "owner", "room", "about", "importance"]
+        widgets = {"content": forms.Textarea(attrs={"rows": 4, "maxlength": MAX_TEXT_CHARS})}
+
+
+class RecallPreviewForm(forms.Form):
+    speaker = forms.ModelChoiceField(
+        Person.objects.all(), required=False, empty_label="unknown speaker", help_text="Who asks."
+    )
+    room = forms.ModelChoiceField(Room.objects.all(), help_text="Where the question is asked.")
+    query = forms.CharField(
+        label="Question", max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
+    )
+    conversation = forms.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Optional conversation id: its model location (cloud or local) and its working memory apply.",
+    )
+    limit = forms.IntegerField(min_value=1, max_value=50, initial=10)
+
+    def clean_conversation(self):
+        pk = self.cleaned_data.get("conversation")
+        if pk is None:
+            return None
+        try:
+            return Conversation.objects.get(pk=pk)
+        except Conversation.DoesNotExist:
+            raise forms.ValidationError(f"No conversation with id {pk}.") from None

@@ -1,0 +1,258 @@
+"""The memory list and pages: hybrid search, edit (``memory_edit``), add a note, forget on delete."""
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ORDER_VAR
+from django.db.models import Case, F, IntegerField, Value, When
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+
+from justai_memory.errors import ApplicationError
+from memories.admin.base import admin_actor, memory_link
+from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter
+from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
+from memories.admin.recall_preview import RecallPreviewMixin
+from memories.models import AuditEvent, Memory, Scope, Status
+from memories.selectors.search import memories_search
+from memories.services.edit import EDITABLE_FIELDS, memory_edit, memory_note_add
+from memories.services.forget import memories_forget
+from memories.services.store import StoreOutcome
+
+
+@admin.register(Memory)
+class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
+    list_display = [
+        "id",
+        "content_preview",
+        "kind",
+        "label",
+        "scope_with_owner",
+        "language",
+        "status_with_successor",
+        "confidence",
+        "importance",
+        "access_count",
+        "last_accessed_at",
+    ]
+    list_display_links = ["id", "content_preview"]
+    list_filter = [
+        "kind",
+        LabelFilter,
+        "scope",
+        ("owner", admin.RelatedOnlyFieldListFilter),
+        ("room", admin.RelatedOnlyFieldListFilter),
+        "language",
+        "status",
+        ConfidenceFilter,
+        ImportanceFilter,
+        AccessCountFilter,
+        "access__last_accessed_at",
+        "source",
+    ]
+    list_select_related = ["owner", "room", "access"]
+    list_per_page = 50
+    # The stock search needs a field to show its box; get_search_results replaces it with the hybrid search.
+    search_fields = ["content"]
+    search_help_text = "Searches by meaning and by words: 'Schlüssel' finds 'key', '4711' finds the gate code."
+    exclude = ["embedding"]
+    form = MemoryChangeForm
+    add_form = MemoryNoteForm
+    readonly_fields = [
+        "source",
+        "source_ref",
+        "occurrences",
+        "access_count",
+        "last_accessed_at",
+        "status",
+        "superseded_by_link",
+        "supersedes_links",
+        "created_at",
+        "updated_at",
+        "audit_trail",
+    ]
+    fieldsets = [
+        (None, {"fields": ["content", "language", "kind"]}),
+        ("Origin", {"fields": ["provenance", "confidence", "importance", "source", "source_ref", "occurrences"]}),
+        ("Who sees it", {"fields": ["scope", "owner", "room", "about"]}),
+        ("Contradictions", {"fields": ["subject", "predicate", "status", "superseded_by_link", "supersedes_links"]}),
+        ("Dates and use", {"fields": ["valid_at", "created_at", "updated_at", "access_count", "last_accessed_at"]}),
+        ("History", {"fields": ["audit_trail"]}),
+    ]
+    add_fieldsets = [
+        (
+            None,
+            {
+                "fields": ["content", "language", "scope", "owner", "room", "about", "importance"],
+                "description": "A note is stored as kind 'note', source 'admin', provenance 'confirmed'. "
+                "When it duplicates a memory of the same scope, the two are merged.",
+            },
+        )
+    ]
+
+    def get_queryset(self, request):
+        # Vectors and the full-text column are large and never shown.
+        return super().get_queryset(request).defer("embedding", "search_vector")
+
+    # Deleting in the admin is forgetting: a text-less tombstone stays and blocks the content's return.
+    def delete_model(self, request, obj):
+        memories_forget(memory_ids=[obj.pk], actor=admin_actor(request), by_user=request.user)
+
+    def delete_queryset(self, request, queryset):
+        memories_forget(
+            memory_ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request), by_user=request.user
+        )
+
+    def get_search_results(self, request, queryset, search_term):
+        """The hybrid search (meaning and words) over the filtered list, best match first."""
+        if not search_term.strip():
+            return queryset, False
+        ids = memories_search(query=search_term, queryset=queryset)
+        if not ids:
+            return queryset.none(), False
+        found = queryset.filter(pk__in=ids)
+        if request.GET.get(ORDER_VAR):
+            return found, False  # a column the admin chose to sort by wins
+        rank = Case(*(When(pk=pk, then=position) for position, pk in enumerate(ids)), output_field=IntegerField())
+        return found.annotate(search_rank=rank).order_by("search_rank", "-pk"), False
+
+    # list columns
+
+    @admin.display(description="content", ordering="content")
+    def content_preview(self, obj):
+        return Truncator(obj.content).chars(100)
+
+    @admin.display(description="label", ordering="provenance")
+    def label(self, obj):
+        return obj.label
+
+    # Never recalled (no MemoryAccess row) sorts as 0 / as the oldest access.
+    @admin.display(description="access count", ordering=Coalesce("access__count", Value(0)))
+    def access_count(self, obj):
+        return obj.access_count
+
+    @admin.display(description="last accessed", ordering=F("access__last_accessed_at").asc(nulls_first=True))
+    def last_accessed_at(self, obj):
+        return obj.last_accessed_at
+
+    @admin.display(description="scope", ordering="scope")
+    def scope_with_owner(self, obj):
+        if obj.scope == Scope.PRIVATE:
+            return f"private · {obj.owner}"
+        if obj.scope == Scope.ROOM:
+            return f"room · {obj.room}"
+        return obj.scope
+
+    @admin.display(description="status", ordering="status")
+    def status_with_successor(self, obj):
+        if obj.status == Status.SUPERSEDED and obj.superseded_by_id:
+            return format_html("superseded by {}", memory_link(obj.superseded_by_id))
+        return obj.get_status_display()
+
+    # read-only fields of the change page
+
+    @admin.display(description="superseded by")
+    def superseded_by_link(self, obj):
+        if not obj.superseded_by_id:
+            return "-"
+        successor = Memory.objects.only("pk", "content").get(pk=obj.superseded_by_id)
+        return format_html("{}: {}", memory_link(successor.pk), Truncator(successor.content).chars(120))
+
+    @admin.display(description="supersedes")
+    def supersedes_links(self, obj):
+        older = Memory.objects.filter(superseded_by=obj).only("pk", "content").order_by("-valid_at")
+        if not older:
+            return "-"
+        return format_html_join(
+            "",
+            "<div>{}: {}</div>",
+            ((memory_link(m.pk), Truncator(m.content).chars(120)) for m in older),
+        )
+
+    @admin.display(description="audit trail")
+    def audit_trail(self, obj):
+        events = AuditEvent.objects.filter(memory_id=obj.pk)[:20]
+        if not events:
+            return "-"
+        url = reverse("admin:memories_auditevent_changelist") + f"?memory_id={obj.pk}"
+        rows = format_html_join(
+            "",
+            "<div>{} · {} · {}{}</div>",
+            (
+                (
+                    e.created_at.strftime("%Y-%m-%d %H:%M"),
+                    e.get_action_display(),
+                    e.actor,
+                    format_html(" (with {})", memory_link(e.related_memory_id)) if e.related_memory_id else "",
+                )
+                for e in events
+            ),
+        )
+        return format_html('{}<div><a href="{}">all events</a></div>', rows, url)
+
+    # add = a note; change = memory_edit
+
+    def get_fieldsets(self, request, obj=None):
+        return self.add_fieldsets if obj is None else super().get_fieldsets(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else super().get_readonly_fields(request, obj)
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = self.add_form
+        form = super().get_form(request, obj, **kwargs)
+        refusal = getattr(request, "memory_refusal", None)
+        if refusal is None:
+            return form
+
+        class RefusedForm(form):
+            """The posted form again, with the reason the service refused it on the field it names."""
+
+            def clean(self):
+                cleaned = super().clean()
+                self.add_error(refusal.field if refusal.field in self.fields else None, refusal.message)
+                return cleaned
+
+        return RefusedForm
+
+    def add_view(self, request, form_url="", extra_context=None):
+        return super().add_view(request, form_url, {"title": "Add a note", **(extra_context or {})})
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # The services hold the rules (a forget block, a duplicate, the limits): when one refuses, its
+        # transaction is rolled back and the posted form is shown again with the reason.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ApplicationError as exc:
+            request.memory_refusal = exc
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            changes = {name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE_FIELDS}
+            result = memory_edit(memory=obj, actor=admin_actor(request), **changes)
+            for other in result.merged_ids:
+                self.message_user(
+                    request,
+                    f"Memory #{other} was a duplicate of the edited text and was merged into this one.",
+                    messages.INFO,
+                )
+            return
+        data = form.cleaned_data
+        result = memory_note_add(
+            content=data["content"],
+            language=data["language"],
+            scope=data["scope"],
+            owner=data.get("owner"),
+            room=data.get("room"),
+            about=data.get("about"),
+            importance=data["importance"],
+            actor=admin_actor(request),
+        )
+        obj.pk = result.memory.pk
+        obj._state.adding = False
+        if result.outcome == StoreOutcome.MERGED:
+            self.message_user(
+                request, f"The note duplicated memory #{obj.pk} and was merged into it.", messages.WARNING
+            )

@@ -1,0 +1,31 @@
+"""Text-free records, read only: the audit trail and the embedding space."""
+
+from django.contrib import admin
+
+from memories.admin.base import RecordAdmin
+from memories.models import AuditEvent, EmbeddingSpace
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(RecordAdmin):
+    """What happened to memory N, never what it said."""
+
+    list_display = ["created_at", "memory", "action", "related", "count", "actor"]
+    list_filter = ["action", "created_at"]
+    search_fields = ["=memory_id", "=related_memory_id", "actor"]
+    search_help_text = "A memory id, or an actor such as admin:1, tool, job:memory.consolidate."
+
+    @admin.display(description="memory", ordering="memory_id")
+    def memory(self, obj):
+        return f"#{obj.memory_id}"
+
+    @admin.display(description="related memory")
+    def related(self, obj):
+        return f"#{obj.related_memory_id}" if obj.related_memory_id else ""
+
+
+@admin.register(EmbeddingSpace)
+class EmbeddingSpaceAdmin(RecordAdmin):
+    """Which embedder the vectors belong to; changed only by `manage.py reembed_memories`."""
+
+    list_display = ["embedder", "dim", "updated_at"]

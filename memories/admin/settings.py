@@ -1,0 +1,37 @@
+"""The household's one settings row, on one page."""
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import redirect
+
+from memories.models import MemorySettings
+
+
+@admin.register(MemorySettings)
+class MemorySettingsAdmin(admin.ModelAdmin):
+    """The one settings row on one page: the list redirects to it; it can be neither added nor deleted."""
+
+    fieldsets = [
+        ("Privacy", {"fields": ["personal_memories_to_cloud"]}),
+        (
+            "Retention (days)",
+            {"fields": ["transcript_retention_days", "sighting_retention_days", "event_retention_days"]},
+        ),
+    ]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        row = MemorySettings.load()
+        return redirect("admin:memories_memorysettings_change", row.pk)
+
+    def response_change(self, request, obj):
+        # The list is this page: stay here after saving.
+        self.message_user(request, "Settings saved.", messages.SUCCESS)
+        return redirect("admin:memories_memorysettings_change", obj.pk)

@@ -1,0 +1,33 @@
+"""What the memory holds about one person ("what do you know about me"), and procedures for automations."""
+
+from django.db.models import Q, QuerySet
+
+from memories.models import Kind, Memory, Scope, Tombstone
+from memories.selectors.recall import recall_candidates
+
+
+def person_memories(*, person) -> QuerySet[Memory]:
+    """Memories owned by or about ``person`` that they may see as the speaker in some room, newest first.
+
+    The one visibility rule (``visible_to``), applied for no room and for each room that holds a
+    room memory about them: someone else's private memory about them never shows. Superseded ones
+    are included; ``.active()`` narrows to what recall would use.
+    """
+    theirs = Memory.objects.filter(Q(owner=person) | Q(about=person))
+    visible = Memory.objects.visible_to(speaker=person, room=None)
+    for room_id in theirs.filter(scope=Scope.ROOM).values_list("room_id", flat=True).distinct().order_by():
+        visible |= Memory.objects.visible_to(speaker=person, room=room_id)
+    return theirs.filter(pk__in=visible.values("pk")).order_by("-valid_at", "-id")
+
+
+def person_forget_block_counts(*, person) -> dict[str, int]:
+    """How many forget blocks hold their private content, and how many they made (tombstones have no text)."""
+    return {
+        "private": Tombstone.objects.filter(owner=person).count(),
+        "forgotten_by_them": Tombstone.objects.filter(forgotten_by_person=person).count(),
+    }
+
+
+def procedures_for(*, speaker, room) -> QuerySet[Memory]:
+    """Active procedures that ``speaker`` (None = unknown) in ``room`` may see, as for recall; oldest first."""
+    return recall_candidates(speaker=speaker, room=room).filter(kind=Kind.PROCEDURE).order_by("id")
