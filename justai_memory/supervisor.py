@@ -95,6 +95,7 @@ class Child:
     def check(self) -> None:
         """Restart the child when it died and its backoff has passed."""
         if self.process is not None and (code := self.process.poll()) is not None:
+            self.kill_leftovers()
             self.process = None
             self.restarts.failed(f"exited with code {code}")
         if self.process is None and self.restarts.due():
@@ -104,13 +105,17 @@ class Child:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
 
+    def kill_leftovers(self) -> None:
+        """SIGKILL what is left of the child's process group (a dead arbiter's workers still hold the port)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def kill_group(self) -> None:
         if self.process is None:
             return
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        self.kill_leftovers()
         self.process.wait()
         logger.warning("%s did not stop in time; killed", self.name)
 
@@ -265,6 +270,7 @@ class Supervisor:
             if child.running():
                 child.kill_group()
             elif child.process is not None:
+                child.kill_leftovers()
                 logger.info("%s stopped", child.name)
         if db is not None:
             db.stop()

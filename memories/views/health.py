@@ -1,16 +1,12 @@
-"""Liveness of the internal API."""
+"""Health of the service per component (justai_memory.health): 503 when the database, embedder or cluster is down."""
 
-from django.db import connection
 from django.http import JsonResponse
 
+from justai_memory.health import health_report
 from justai_memory.internal_api import api_view
-from memories.services.embeddings import active_embedder
 
 
 @api_view(methods=("GET",))
 def health(request, payload):
-    """Liveness: the database answers and the embedder is loaded."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    embedder = active_embedder()
-    return JsonResponse({"status": "ok", "embedder": embedder.name, "dim": embedder.dim})
+    body, status = health_report()
+    return JsonResponse(body, status=status)
