@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memories", "0009_drop_memory_embedding_binary_index"),
+        ("memories", "0010_consolidation_run_queued"),
         ("people", "0001_initial"),
     ]
 
