@@ -8,9 +8,11 @@ stopped with SIGINT.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -172,8 +174,9 @@ class Service:
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    data_dir = tmp_path_factory.mktemp("service")
+def service():
+    # Not pytest's tmp_path: concurrent pytest sessions of the same user rotate those away.
+    data_dir = Path(tempfile.mkdtemp(prefix="justai-service-test-"))
     service = Service(data_dir / "data", data_dir / "service.log")
     service.start()
     service.manage("add_room", "Kitchen")
@@ -182,6 +185,7 @@ def service(tmp_path_factory):
     yield service
     if service.process.poll() is None:
         service.stop(signal.SIGTERM)
+    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def remember(service: Service, text: str) -> httpx.Response:
