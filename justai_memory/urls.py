@@ -5,5 +5,5 @@ from django.views.generic import RedirectView
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),
     path("admin/", admin.site.urls),
-    path("internal/v1/", include("justai_memory.internal_urls")),
+    path("internal/v1/", include(("justai_memory.api.urls", "internal"))),
 ]

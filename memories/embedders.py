@@ -23,12 +23,23 @@ class Thresholds:
     tombstone: float
 
 
+# ISO 639-1 codes of the languages each model was trained on (its model card); language detection
+# chooses among these and the household's languages (memories.languages).
+USEM3_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
+MINILM_LANGUAGES = (
+    *("ar", "bg", "ca", "cs", "da", "de", "el", "en", "es", "et", "fa", "fi", "fr", "gl", "gu", "he", "hi", "hr"),
+    *("hu", "hy", "id", "it", "ja", "ka", "ko", "ku", "lt", "lv", "mk", "mn", "mr", "ms", "my", "nb", "nl", "pl"),
+    *("pt", "ro", "ru", "sk", "sl", "sq", "sr", "sv", "th", "tr", "uk", "ur", "vi", "zh"),
+)
+
+
 class Embedder:
-    """The interface: ``name``, ``dim``, ``thresholds``, ``embed_documents`` and ``embed_query``."""
+    """The interface: ``name``, ``dim``, ``thresholds``, ``languages``, ``embed_documents`` and ``embed_query``."""
 
     name: str
     dim: int
     thresholds: Thresholds
+    languages: tuple[str, ...] = ()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """Embed a batch; returns an (n, dim) float32 array of unit vectors."""
@@ -67,6 +78,7 @@ class HashEmbedder(Embedder):
 
     name = "hash"
     thresholds = Thresholds(recall_min=0.2, duplicate=0.92, tombstone=0.85)
+    languages = USEM3_LANGUAGES  # meaning-blind, so any; the bundled model's keep tests like the default
     _token = re.compile(r"\w+", re.UNICODE)
 
     def __init__(self, dim: int = 512):
@@ -95,6 +107,7 @@ class Usem3Embedder(Embedder):
 
     name = "usem3"
     dim = 512
+    languages = USEM3_LANGUAGES
     # Calibrated on XQuAD-R (bench/calibrate.py; README "Embedders and thresholds"): recall_min keeps ~90% of
     # cross-lingual gold question/sentence pairs and cuts 98% of the rest; tombstone catches 93% of translations
     # (99.8% of re-typings) and 1.3% of other sentences on the same topic; duplicate merges re-typings, not translations.
@@ -134,6 +147,7 @@ class FastembedEmbedder(Embedder):
     name = "fastembed"
     dim = 384
     thresholds = Thresholds(recall_min=0.25, duplicate=0.92, tombstone=0.85)  # the original system's values
+    languages = MINILM_LANGUAGES
 
     def __init__(self, *, cache_dir: str = "", timeout: float = 10.0):
         self._model = self._load(cache_dir=cache_dir or None, timeout=timeout)

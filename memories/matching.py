@@ -4,7 +4,7 @@ import re
 
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 # Month and weekday names in the household's main languages: "am 3. März" and "am 3. April" differ.
-_DATE_WORDS = {
+DATE_WORDS = {
     w
     for w in (
         "january february march april may june july august september october november december "
@@ -26,7 +26,7 @@ def numbers_and_dates(text: str) -> frozenset[str]:
     """The numbers (separators removed) and month/weekday names in a text."""
     lowered = text.lower()
     numbers = {re.sub(r"[.,:/-]", "", n).lstrip("0") or "0" for n in _NUMBER.findall(lowered)}
-    words = {w for w in _WORD.findall(lowered) if w in _DATE_WORDS}
+    words = {w for w in _WORD.findall(lowered) if w in DATE_WORDS}
     return frozenset(numbers | words)
 
 

@@ -1,132 +1,150 @@
-"""The JSON schema of the extraction answer, and its validation (a small checker for the subset the schema uses).
+"""The extraction answer as pydantic models: the structured-output JSON schema is generated from them, and they validate.
 
-Reasons for rejection name the path and the rule ("facts[2].confidence: above maximum 1"), never
-the content, so they can be stored on the conversation and logged.
+The top level (``facts`` and ``preferences`` lists of at most MAX_ITEMS, a ``summary`` object) must
+hold, or the answer is malformed and the conversation fails (and is retried). Each item is then
+validated on its own: a malformed item is dropped and reported, the others are kept. Reasons name
+the path and the rule ("answer.facts[2].confidence: Input should be less than or equal to 1"), never
+the content (pydantic's messages carry no input; ``include_input=False`` keeps it out of the error
+objects too), so they can be stored on the conversation and logged.
 """
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from memories.languages import LANGUAGE_CODE_REGEX
-from memories.models import Kind, Scope
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from memories.models import Kind
 
 MAX_ITEMS = 40
 MAX_ITEM_CHARS = 1000
 MAX_SUMMARY_CHARS = 2000
-SCOPE_HINTS = [Scope.PRIVATE, Scope.ROOM, Scope.SHARED]
-
-
-def _item_schema(max_chars: int) -> dict:
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["content", "language", "subject", "predicate", "scope", "confidence", "importance"],
-        "properties": {
-            "content": {"type": "string", "minLength": 1, "maxLength": max_chars},
-            "language": {"type": "string", "pattern": LANGUAGE_CODE_REGEX},
-            "subject": {"type": "string", "maxLength": 200},
-            "predicate": {"type": "string", "maxLength": 200},
-            "scope": {"type": "string", "enum": [str(s) for s in SCOPE_HINTS]},
-            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-            "importance": {"type": "number", "minimum": 0, "maximum": 1},
-            "about_speaker": {"type": "boolean"},
-        },
-    }
-
-
-# Sent to the provider as the structured-output schema, and checked below. Unknown keys are
-# ignored when checking (a tolerant reader: a chatty model's extra field is no reason to fail).
-EXTRACTION_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["facts", "preferences", "summary"],
-    "properties": {
-        "facts": {"type": "array", "maxItems": MAX_ITEMS, "items": _item_schema(MAX_ITEM_CHARS)},
-        "preferences": {"type": "array", "maxItems": MAX_ITEMS, "items": _item_schema(MAX_ITEM_CHARS)},
-        "summary": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["content", "language", "scope", "importance"],
-            "properties": {
-                "content": {"type": "string", "maxLength": MAX_SUMMARY_CHARS},
-                "language": {"type": "string", "pattern": LANGUAGE_CODE_REGEX},
-                "scope": {"type": "string", "enum": [str(s) for s in SCOPE_HINTS]},
-                "importance": {"type": "number", "minimum": 0, "maximum": 1},
-            },
-        },
-    },
-}
-
+MAX_KEY_CHARS = 200
 NOT_JSON = "answer is not JSON"
-WRONG_LANGUAGE = "{path}.language: not the conversation's language"
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(?P<body>.*)\n```\s*$", re.DOTALL)
-_TYPES = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-}
+MAX_REASONS = 3
+
+Unit = Annotated[float, Field(ge=0, le=1, strict=True)]  # strict: a bool or "0.5" is not a number
+ScopeHint = Literal["private", "room", "shared"]
+
+
+class _Model(BaseModel):
+    # A tolerant reader (a chatty model's extra key is no reason to drop an item), while the schema
+    # sent to the provider still says additionalProperties: false.
+    model_config = ConfigDict(
+        extra="ignore", str_strip_whitespace=True, json_schema_extra={"additionalProperties": False}
+    )
+
+
+class AnswerItem(_Model):
+    """One fact or preference as the model answers it."""
+
+    content: str = Field(min_length=1, max_length=MAX_ITEM_CHARS)
+    inferred: StrictBool = Field(
+        description="false: a person said or confirmed it; true: the model's own conclusion (a guess)"
+    )
+    subject: str = Field(max_length=MAX_KEY_CHARS)
+    predicate: str = Field(max_length=MAX_KEY_CHARS)
+    scope: ScopeHint
+    confidence: Unit
+    importance: Unit
+    about_speaker: StrictBool = False
+
+
+class AnswerSummary(_Model):
+    """What the conversation was about; an empty content when nothing was worth remembering."""
+
+    content: str = Field(max_length=MAX_SUMMARY_CHARS)
+    scope: ScopeHint
+    importance: Unit
+
+
+class ExtractionAnswer(_Model):
+    """The whole answer (the structured-output schema)."""
+
+    facts: list[AnswerItem] = Field(max_length=MAX_ITEMS)
+    preferences: list[AnswerItem] = Field(max_length=MAX_ITEMS)
+    summary: AnswerSummary
+
+
+class _Shape(_Model):
+    """The top level alone: what must hold for the answer to count at all."""
+
+    facts: list[Any] = Field(max_length=MAX_ITEMS)
+    preferences: list[Any] = Field(max_length=MAX_ITEMS)
+    summary: dict
+
+
+def _inline_refs(schema: dict) -> dict:
+    """The schema with every ``$ref`` replaced by its definition: not every local server resolves ``$defs``."""
+    definitions = schema.pop("$defs", {})
+
+    def resolve(node):
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return resolve(definitions[node["$ref"].rsplit("/", 1)[-1]])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(value) for value in node]
+        return node
+
+    return resolve(schema)
+
+
+# Sent to the provider as the structured-output schema.
+EXTRACTION_SCHEMA = _inline_refs(ExtractionAnswer.model_json_schema())
 
 
 class MalformedAnswer(Exception):
-    """The answer broke the schema; the message is a short, text-free reason."""
+    """The answer broke the schema at the top level; the message is a short, text-free reason."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why one item was dropped: where, and which rule (never what it said)."""
+
+    path: str
+    rule: str
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "rule": self.rule}
 
 
 @dataclass(frozen=True)
 class ExtractedItem:
     kind: str
     content: str
-    language: str
     subject: str
     predicate: str
     scope: str
     confidence: float
     importance: float
     about_speaker: bool = False
+    inferred: bool = False
 
 
 @dataclass(frozen=True)
 class Extraction:
     items: list[ExtractedItem]
     summary: ExtractedItem | None
+    rejected: list[Rejection] = field(default_factory=list)
 
 
-def schema_errors(value, schema: dict, path: str = "answer") -> list[str]:
-    """Every violation of ``schema`` (type, required, properties, items, maxItems, min/maxLength, pattern, enum, minimum, maximum)."""
-    expected = schema.get("type")
-    if expected == "number":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return [f"{path}: not a number"]
-        errors = []
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: below minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: above maximum {schema['maximum']}")
-        return errors
-    if expected and not isinstance(value, _TYPES[expected]):
-        return [f"{path}: not a{'n' if expected[0] in 'aeiou' else ''} {expected}"]
-    errors: list[str] = []
-    if expected == "object":
-        errors += [f"{path}.{key}: missing" for key in schema.get("required", []) if key not in value]
-        for key, sub in schema.get("properties", {}).items():
-            if key in value:
-                errors += schema_errors(value[key], sub, f"{path}.{key}")
-    elif expected == "array":
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: more than {schema['maxItems']} items")
-        for i, item in enumerate(value):
-            errors += schema_errors(item, schema["items"], f"{path}[{i}]")
-    elif expected == "string":
-        if len(value.strip()) < schema.get("minLength", 0):
-            errors.append(f"{path}: empty")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{path}: longer than {schema['maxLength']} characters")
-        if "pattern" in schema and not re.match(schema["pattern"], value):
-            errors.append(f"{path}: does not match {schema['pattern']}")
-        if "enum" in schema and value not in schema["enum"]:
-            errors.append(f"{path}: not one of {', '.join(schema['enum'])}")
-    return errors
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(?P<body>.*)\n```\s*$", re.DOTALL)
+
+
+def _path(prefix: str, loc: tuple) -> str:
+    path = prefix
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
+
+
+def _reasons(error: ValidationError, prefix: str) -> list[Rejection]:
+    return [
+        Rejection(path=_path(prefix, e["loc"]), rule=e["msg"])
+        for e in error.errors(include_input=False, include_url=False, include_context=False)
+    ]
 
 
 def _loads(text: str):
@@ -139,41 +157,40 @@ def _loads(text: str):
         raise MalformedAnswer(NOT_JSON) from None
 
 
-def extraction_parse(*, text: str, language: str) -> Extraction:
-    """Parse and validate the LLM's answer for a conversation in ``language``; MalformedAnswer with a text-free reason."""
+def extraction_parse(*, text: str) -> Extraction:
+    """Parse the LLM's answer: MalformedAnswer (text-free) when its top level is wrong; bad items dropped and reported."""
     data = _loads(text)
-    errors = schema_errors(data, EXTRACTION_SCHEMA)
-    if not errors:
-        for key in ("facts", "preferences"):
-            errors += [
-                WRONG_LANGUAGE.format(path=f"answer.{key}[{i}]")
-                for i, item in enumerate(data[key])
-                if item["language"] != language
-            ]
-        summary = data["summary"]
-        if summary["content"].strip() and summary["language"] != language:
-            errors.append(WRONG_LANGUAGE.format(path="answer.summary"))
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise MalformedAnswer("; ".join(errors[:3]) + more)
+    try:
+        _Shape.model_validate(data)
+    except ValidationError as exc:
+        reasons = [f"{r.path}: {r.rule}" for r in _reasons(exc, "answer")]
+        more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
+        raise MalformedAnswer("; ".join(reasons[:MAX_REASONS]) + more) from None
 
-    def item(raw: dict, kind: str) -> ExtractedItem:
-        return ExtractedItem(
-            kind=kind,
-            content=raw["content"].strip(),
-            language=raw["language"],
-            subject=raw.get("subject", ""),
-            predicate=raw.get("predicate", ""),
-            scope=raw["scope"],
-            confidence=float(raw.get("confidence", 1.0)),
-            importance=float(raw["importance"]),
-            about_speaker=bool(raw.get("about_speaker", False)),
-        )
-
-    items = [item(raw, Kind.FACT) for raw in data["facts"]]
-    items += [item(raw, Kind.PREFERENCE) for raw in data["preferences"]]
-    summary = data["summary"]
-    return Extraction(
-        items=items,
-        summary=item(summary, Kind.EPISODE) if summary["content"].strip() else None,
-    )
+    items: list[ExtractedItem] = []
+    rejected: list[Rejection] = []
+    for key, kind in (("facts", Kind.FACT), ("preferences", Kind.PREFERENCE)):
+        for i, raw in enumerate(data[key]):
+            try:
+                item = AnswerItem.model_validate(raw)
+            except ValidationError as exc:
+                rejected += _reasons(exc, f"answer.{key}[{i}]")[:1]  # one reason per dropped item
+                continue
+            items.append(ExtractedItem(kind=kind, **item.model_dump()))
+    summary = None
+    try:
+        raw_summary = AnswerSummary.model_validate(data["summary"])
+    except ValidationError as exc:
+        rejected += _reasons(exc, "answer.summary")[:1]
+    else:
+        if raw_summary.content:
+            summary = ExtractedItem(
+                kind=Kind.EPISODE,
+                content=raw_summary.content,
+                subject="",
+                predicate="",
+                scope=raw_summary.scope,
+                confidence=1.0,
+                importance=raw_summary.importance,
+            )
+    return Extraction(items=items, summary=summary, rejected=rejected)

@@ -2,7 +2,7 @@
 
 from django import forms
 
-from justai_memory.internal_api import MAX_TEXT_CHARS
+from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
 from memories.services.edit import EDITABLE_FIELDS
 from people.models import Person, Room
@@ -35,6 +35,11 @@ class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
         model = Memory
         fields = ["content", "language", "scope", "owner", "room", "about", "importance"]
         widgets = {"content": forms.Textarea(attrs={"rows": 4, "maxlength": MAX_TEXT_CHARS})}
+        help_texts = {"language": "Leave empty to detect it from the text."}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["language"].required = False
 
 
 class RecallPreviewForm(forms.Form):

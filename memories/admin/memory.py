@@ -242,7 +242,7 @@ class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
         data = form.cleaned_data
         result = memory_note_add(
             content=data["content"],
-            language=data["language"],
+            language=data.get("language") or None,
             scope=data["scope"],
             owner=data.get("owner"),
             room=data.get("room"),

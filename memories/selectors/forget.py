@@ -9,6 +9,7 @@ from django.db.models import F
 from memories.embedders import Embedder
 from memories.languages import text_search_config
 from memories.models import Memory
+from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
 from memories.services.embeddings import active_embedder
 
@@ -16,8 +17,6 @@ FORGET_CANDIDATES_MAX = 5
 # A vector hit far below the best one is noise, not what the speaker meant ("forget the gate code"
 # should not offer every memory that shares a few words). Keyword hits are not affected.
 VECTOR_MARGIN = 0.2
-# Reciprocal rank fusion constant (the usual 60): rank matters, raw scores of the two paths are not comparable.
-RRF_K = 60
 MAX_KEYWORDS = 12
 # The household's main languages: a word that is a stop word in any of them says nothing about what to forget.
 KEYWORD_LANGUAGES = ("de", "en", "it", "es", "fr")
@@ -58,8 +57,8 @@ def _keyword_queries(query: str) -> list[str]:
         return [row[0] for row in cursor.fetchall() if row[0]]
 
 
-def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[int]:
-    """Memories holding every keyword; when none does, those holding any (by rank either way)."""
+def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[tuple[int, float]]:
+    """(id, rank) of the memories holding every keyword; when none does, of those holding any (best first)."""
     combinations = [" & ".join(f"({q})" for q in word_queries)]
     if len(word_queries) > 1:
         combinations.append(" | ".join(f"({q})" for q in word_queries))
@@ -70,14 +69,14 @@ def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[int]:
             base.filter(search_vector=combined)
             .annotate(rank=SearchRank(F("search_vector"), combined))
             .order_by("-rank", "-created_at")
-            .values_list("pk", flat=True)[:limit]
+            .values_list("pk", "rank")[:limit]
         )
         if ids:
             return ids
     return []
 
 
-def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[int]:
+def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[tuple[int, float]]:
     """Memories at least ``recall_min`` similar to the request and within VECTOR_MARGIN of the best, nearest first."""
     rows = nearest_memories(
         candidates=base,
@@ -88,7 +87,7 @@ def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[int
     if not rows:
         return []
     best = rows[0][1]
-    return [pk for pk, similarity in rows if similarity >= best - VECTOR_MARGIN]
+    return [(pk, similarity) for pk, similarity in rows if similarity >= best - VECTOR_MARGIN]
 
 
 def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDATES_MAX) -> list[Memory]:
@@ -103,12 +102,12 @@ def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDAT
     base = Memory.objects.visible_to(speaker=speaker, room=room)
     vector_ids = _vector_ids(base=base, query=query, embedder=active_embedder(), limit=limit)
     keyword_ids = _keyword_ids(base=base, word_queries=word_queries, limit=limit)
-    scores: dict[int, float] = {}
-    for ranked in (vector_ids, keyword_ids):
-        for rank, pk in enumerate(ranked):
-            scores[pk] = scores.get(pk, 0.0) + 1 / (RRF_K + rank + 1)
-    # Ties (one path's first against the other's first) go to meaning: shared words are the weaker sign.
-    order = {pk: rank for rank, pk in enumerate([*vector_ids, *[pk for pk in keyword_ids if pk not in vector_ids]])}
-    best = sorted(scores, key=lambda pk: (-scores[pk], order[pk]))[:limit]
+    # Both paths' scores relative to their best hit, equal weights: a tie (each path's first) goes
+    # to the surer path, then to the better rank (fuse).
+    rankings = {
+        "vector": Ranking(hits=vector_ids, relative=True),
+        "keyword": Ranking(hits=[(pk, float(rank)) for pk, rank in keyword_ids], relative=True),
+    }
+    best = [hit.id for hit in fuse(rankings, limit=limit)]
     memories = Memory.objects.defer("embedding", "search_vector").in_bulk(best)
     return [memories[pk] for pk in best if pk in memories]

@@ -1,38 +1,34 @@
 """Recall: what the assistant is told before every answer (hybrid search, the prompt block, working memory)."""
 
 import logging
-import re
-import time
-import unicodedata
 from dataclasses import dataclass, field
 from datetime import date
 
-from django.conf.locale import LANG_INFO
 from django.db import connection
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.embedders import vector_literal
-from memories.languages import text_search_config
+from memories.languages import language_name, languages_for_query
+from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.models import PROVENANCE_LABELS, Memory
+from memories.selectors.dates import dates_condition, question_dates
+from memories.selectors.fusion import Found, Fused, Ranking, fuse
+from memories.selectors.keywords import KeywordHit, keyword_hits
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.services.embeddings import active_embedder
-from people.models import Person
 from transcripts.selectors import working_memory
 
 logger = logging.getLogger(__name__)
 
-MAX_LIMIT = 50
-MAX_QUERY_CHARS = 4000
 QUERY_EMPTY = "'query' must not be empty."
-QUERY_TOO_LONG = f"'query' is longer than {MAX_QUERY_CHARS} characters."
-LIMIT_INVALID = f"'limit' must be an integer from 1 to {MAX_LIMIT}."
+QUERY_TOO_LONG = f"'query' is longer than {MAX_TEXT_CHARS} characters."
+LIMIT_INVALID = f"'limit' must be an integer from 1 to {RECALL_LIMIT_MAX}."
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``
 ABOUT_SPEAKER_WINDOW = 100
-RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009)
 
 
 @dataclass(frozen=True)
@@ -46,6 +42,9 @@ class RecalledMemory:
     scope: str
     date: date
     score: float  # cosine similarity to the query
+    # Why it came back: per path that found it (vector, keyword, keyword_other_language, date,
+    # about_speaker) its rank there and its score. Never part of the prompt.
+    found_by: dict[str, Found] = field(default_factory=dict)
 
 
 @dataclass
@@ -67,138 +66,79 @@ def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> 
     return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
 
 
-# The query's lexemes as a tsquery "any of them", built by PostgreSQL inside the statement: the words
-# stemmed with each language configuration, plus the words as typed ('simple': names and numbers
-# such as 4711 match across languages) unless they are stop words of the query's language, leaving
-# out ``exclude``. NULL, which matches nothing, when no lexeme is left.
-ANY_LEXEME_SQL = r"""(SELECT string_agg('''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
-    FROM (
-        SELECT lexeme FROM (
-            SELECT unnest(tsvector_to_array(to_tsvector(config, %s))) AS lexeme FROM unnest(%s::regconfig[]) config
-            UNION
-            SELECT word FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) word
-            WHERE NOT EXISTS (
-                SELECT 1 FROM unnest(%s::regconfig[]) config WHERE to_tsvector(config, word) = ''::tsvector
-            )
-        ) words ORDER BY lexeme LIMIT %s
-    ) lexemes WHERE lexeme <> ALL(%s::text[]))"""
-MAX_QUERY_LEXEMES = 64
-# Lexemes that PostgreSQL's statistics (ANALYZE keeps the most common ones per tsvector column, up to
-# 10,000 of them: see migration 0005) put in more than this many memories do not select rows, they
-# only rank them: a common word ("super", "anna") would otherwise make the keyword path rank
-# thousands of memories before every answer. Each selecting lexeme brings at most this many rows.
-FREQUENT_LEXEME_ROWS = 250
-FREQUENT_LEXEMES_SQL = """
-SELECT e.lexeme FROM pg_stats s
-CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, frequency)
-JOIN pg_class c ON c.oid = 'memories_memory'::regclass
-WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.attname = 'search_vector'
-AND e.lexeme IS NOT NULL AND e.frequency * c.reltuples > %(rows)s
-"""
-FREQUENT_LEXEMES_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
-_frequent_lexemes: dict[str, tuple[float, frozenset[str], dict[str, tuple[str, ...]]]] = {}
-WORD = re.compile(r"\w+")
-# The GIN index finds the matches and the visibility filter is checked on each of them, in the same
-# pass over the heap. "IS TRUE" keeps the filter away from the visibility index: left to itself,
-# PostgreSQL ANDs the match bitmap with a bitmap of every shared memory, which costs more than the
-# whole rest of the query. Raw SQL: the tsquery is built inside the statement (ANY_LEXEME_SQL).
-KEYWORD_SQL = """
-SELECT id, language FROM memories_memory
-WHERE search_vector @@ {match} AND ({where}) IS TRUE
-ORDER BY ts_rank(search_vector, {rank}) DESC, id DESC
-LIMIT %s
-"""
+# Fusion weights, tuned on the LoCoMo dev conversations only (bench/locomo.py, docs/recall.md): the
+# keyword path's BM25 relative to the question's best match counts 1, the similarity to the
+# question 0.3 (every candidate's, also a keyword hit's below the vector path's floor), a date the
+# question names 0.2.
+KEYWORD_WEIGHT = 1.0
+VECTOR_WEIGHT = 0.3
+DATE_WEIGHT = 0.2
+KEEP_FIRST = 1  # each path's first hit stays in the result, whatever the other paths say
+# Noise: a memory only the keyword path found, on words weaker than half the question's best match,
+# and with a similarity below half the embedder's recall_min, does not reach the prompt (LoCoMo dev:
+# of the 66 answers the keyword path alone brought into the first ten, 1 is lost; 28 of 1,385 others go).
+NOISE_KEYWORD_SHARE = 0.5
+NOISE_SIMILARITY_SHARE = 0.5
 
 
-def frequent_lexemes() -> frozenset[str]:
-    """Lexemes in more than FREQUENT_LEXEME_ROWS memories by the planner's statistics (cached per process)."""
-    return _frequent()[0]
+def is_noise(hit: KeywordHit, *, best_keyword_score: float, recall_min: float) -> bool:
+    """A keyword-only hit on weak words that is far below ``recall_min`` by meaning (see NOISE_*)."""
+    return (
+        hit.similarity is not None
+        and hit.similarity < recall_min * NOISE_SIMILARITY_SHARE
+        and hit.score < best_keyword_score * NOISE_KEYWORD_SHARE
+    )
 
 
-def _frequent() -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
-    """The frequent lexemes, and the same by their folded form (see ``frequent_lexemes_of``)."""
-    key = connection.settings_dict["NAME"]
-    cached = _frequent_lexemes.get(key)
-    if cached is not None and cached[0] > time.monotonic():
-        return cached[1], cached[2]
-    with connection.cursor() as cursor:
-        cursor.execute(FREQUENT_LEXEMES_SQL, {"rows": FREQUENT_LEXEME_ROWS})
-        lexemes = frozenset(row[0] for row in cursor.fetchall())
-    by_folded: dict[str, tuple[str, ...]] = {}
-    for lexeme in sorted(lexemes):
-        by_folded[_fold(lexeme)] = (*by_folded.get(_fold(lexeme), ()), lexeme)
-    _frequent_lexemes[key] = (time.monotonic() + FREQUENT_LEXEMES_TTL, lexemes, by_folded)
-    return lexemes, by_folded
+def ranked_memories(
+    *, candidates, query: str, embedding, languages: list[str], limit: int, recall_min: float
+) -> list[Fused]:
+    """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
-
-def _fold(text: str) -> str:
-    """Lower case without accents, umlauts or ß (as the stemmers fold them)."""
-    decomposed = unicodedata.normalize("NFKD", text.lower().replace("ß", "ss"))
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def frequent_lexemes_of(query: str) -> str:
-    """The frequent lexemes that the query's words can stem to, as a PostgreSQL array literal.
-
-    Sending all of them (thousands at 100k memories, ~30 kB) with every question cost about 1 ms of
-    quoting and parsing. A stem is the word or a beginning of it once both are folded (the English
-    stemmer's y -> i aside, covered too); a frequent lexeme this misses just selects like any other.
+    Each result says which paths found it, at which rank and with which score (``found_by``):
+    ``vector`` (similarity; every candidate's, ranked), ``keyword`` (BM25 in the question's
+    languages), ``keyword_other_language`` (words matched as typed in a memory of another
+    language: these only fill free places, so that a name or number found in another language
+    does not push out a better hit by meaning) and ``date`` (the memory's valid_at lies in a
+    span the question names; score 1).
     """
-    by_folded = _frequent()[1]
-    found: set[str] = set()
-    for word in {_fold(w) for w in WORD.findall(query)}:
-        for variant in {word, word[:-1] + "i"} if word.endswith("y") else {word}:
-            for end in range(1, len(variant) + 1):
-                found.update(by_folded.get(variant[:end], ()))
-    quoted = ('"' + lexeme.replace("\\", "\\\\").replace('"', '\\"') + '"' for lexeme in sorted(found))
-    return "{" + ",".join(quoted) + "}"
-
-
-def _any_lexeme(*, query: str, configs: list[str], exclude: str = "{}") -> tuple[str, list]:
-    return ANY_LEXEME_SQL, [query, configs, query, configs, MAX_QUERY_LEXEMES, exclude]
-
-
-def keyword_hits(*, candidates, query: str, languages: list[str], limit: int) -> list[tuple[int, bool]]:
-    """(id, in the query's language) of the best full-text matches among the candidates, best first.
-
-    Any word, not all: a question rarely repeats every word of the memory that answers it, and
-    ``ts_rank`` puts the memories that share the most words first. Frequent lexemes rank but do not
-    select (see FREQUENT_LEXEME_ROWS).
-    """
-    where = table_where(candidates)
-    if where is None:
-        return []
-    configs = list(dict.fromkeys(text_search_config(language) for language in languages)) or ["simple"]
-    match_sql, match_params = _any_lexeme(query=query, configs=configs, exclude=frequent_lexemes_of(query))
-    rank_sql, rank_params = _any_lexeme(query=query, configs=configs)
-    sql = KEYWORD_SQL.format(match=match_sql, where=where[0], rank=rank_sql)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*match_params, *where[1], *rank_params, limit])
-        return [(pk, language in languages) for pk, language in cursor.fetchall()]
-
-
-def fuse(vector: list[int], keyword: list[tuple[int, bool]], *, limit: int) -> list[int]:
-    """Reciprocal rank fusion of the vector hits (ids, nearest first) and the keyword hits, cut to ``limit``.
-
-    Neither path loses its best hits to the cut: the top ceil(limit / 2) vector hits and the top
-    floor(limit / 2) keyword hits always stay in. A keyword hit in the query's language (matched on
-    stems) counts like a vector hit, so what both find rises. A keyword hit in another language can
-    only have matched words as typed (names, numbers): it supplements, after the ranked hits, but
-    does not reorder them (bench/retrieval.py: letting it vote costs cross-lingual hit@1 and hit@5).
-    """
-    scores: dict[int, float] = {}
-    for rank, pk in enumerate(vector, start=1):
-        scores[pk] = 1 / (RRF_K + rank)
-    for rank, (pk, in_query_language) in enumerate(keyword, start=1):
-        scores[pk] = scores.get(pk, 0.0) + (1 / (RRF_K + rank) if in_query_language else 0.0)
-    # Ties go to the vector hit, then to the better keyword rank: deterministic.
-    position: dict[int, int] = {}
-    for i, pk in enumerate([*vector, *(pk for pk, _ in keyword)]):
-        position.setdefault(pk, i)
-    order = sorted(scores, key=lambda pk: (-scores[pk], position[pk]))
-    kept = set(vector[: (limit + 1) // 2]) | {pk for pk, _ in keyword[: limit // 2]}
-    kept |= set([pk for pk in order if pk not in kept][: limit - len(kept)])
-    return [pk for pk in order if pk in kept]
+    by_vector = vector_hits(candidates=candidates, embedding=embedding, limit=limit, min_similarity=recall_min)
+    by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
+    spans = question_dates(query=query, languages=languages)
+    in_span: set[int] = set()
+    if spans:
+        within = candidates.filter(dates_condition(spans))
+        found = {hit.id for hit in by_keyword} | {pk for pk, _ in by_vector}
+        dated = keyword_hits(candidates=within, query=query, languages=languages, limit=limit, embedding=embedding)
+        in_span = {hit.id for hit in dated} | set(within.filter(pk__in=found).values_list("pk", flat=True))
+        by_keyword = sorted({hit.id: hit for hit in [*dated, *by_keyword]}.values(), key=lambda h: (-h.score, -h.id))
+    best = max((hit.score for hit in by_keyword), default=0.0)
+    by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, recall_min=recall_min)]
+    similarity = dict(by_vector)
+    for hit in by_keyword:
+        if hit.similarity is not None:
+            similarity.setdefault(hit.id, hit.similarity)
+    rankings = {
+        "vector": Ranking(
+            hits=sorted(similarity.items(), key=lambda item: (-item[1], item[0])),
+            weight=VECTOR_WEIGHT,
+            keep=KEEP_FIRST if by_vector else 0,
+        ),
+        "keyword": Ranking(
+            hits=[(hit.id, hit.score) for hit in by_keyword if hit.in_query_language],
+            weight=KEYWORD_WEIGHT,
+            relative=True,
+            keep=KEEP_FIRST,
+        ),
+        "keyword_other_language": Ranking(
+            hits=[(hit.id, hit.score) for hit in by_keyword if not hit.in_query_language], supplement=True
+        ),
+        "date": Ranking(
+            hits=[(pk, 1.0) for pk, _ in sorted(similarity.items(), key=lambda item: -item[1]) if pk in in_span],
+            weight=DATE_WEIGHT,
+        ),
+    }
+    return fuse(rankings, limit=limit)
 
 
 # The window is read in the order of the index on (about, id) and stops after ABOUT_SPEAKER_WINDOW
@@ -235,22 +175,9 @@ def about_speaker_hits(*, candidates, speaker, embedding, exclude: list[int]) ->
         return [(pk, 1 - distance) for pk, distance in cursor.fetchall()]
 
 
-def _query_languages(*, conversation, speaker) -> list[str]:
-    """The query's language: the conversation's, else the speaker's, else every language of the household."""
-    if conversation is not None:
-        return [conversation.language]
-    if speaker is not None:
-        return [speaker.preferred_language]
-    return sorted(set(Person.objects.values_list("preferred_language", flat=True))) or ["en"]
-
-
-def _language_name(code: str) -> str:
-    return LANG_INFO.get(code, {}).get("name", code)
-
-
 def _answer_instruction(language: str | None) -> str:
     if language:
-        return f"Answer in the language of the current conversation: {_language_name(language)} ({language})."
+        return f"Answer in the language of the current conversation: {language_name(language)} ({language})."
     return "Answer in the language of the current conversation."
 
 
@@ -292,9 +219,9 @@ def memory_recall(
     query = (query or "").strip()
     if not query:
         raise ApplicationError(QUERY_EMPTY, field="query")
-    if len(query) > MAX_QUERY_CHARS:
+    if len(query) > MAX_TEXT_CHARS:
         raise ApplicationError(QUERY_TOO_LONG, field="query")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
     if conversation is not None and room is not None and conversation.room_id != room.pk:
         raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
@@ -313,21 +240,25 @@ def memory_recall(
     embedder = active_embedder()
     embedding = embedder.embed_query(query)
     candidates = recall_candidates(speaker=speaker, room=room)
-    by_vector = vector_hits(
-        candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.recall_min
-    )
-    by_keyword = keyword_hits(
+    ranked = ranked_memories(
         candidates=candidates,
         query=query,
-        languages=_query_languages(conversation=conversation, speaker=speaker),
+        embedding=embedding,
+        languages=languages_for_query(
+            conversation_language=conversation.language if conversation is not None else None,
+            speaker_language=speaker.preferred_language if speaker is not None else None,
+        ),
         limit=limit,
+        recall_min=embedder.thresholds.recall_min,
     )
-    ids = fuse([pk for pk, _ in by_vector], by_keyword, limit=limit)
+    found_by = {hit.id: hit.found_by for hit in ranked}
+    ids = [hit.id for hit in ranked]
     if speaker is not None:
-        ids += [
-            pk for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
-        ]
-    memories = _load(ids=ids, embedding=embedding, record_access=record_access) if ids else []
+        about = about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
+        for rank, (pk, similarity) in enumerate(about, start=1):
+            found_by[pk] = {"about_speaker": Found(rank=rank, score=round(similarity, 4))}
+            ids.append(pk)
+    memories = _load(ids=ids, embedding=embedding, record_access=record_access, found_by=found_by) if ids else []
     return RecallResult(
         memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
     )
@@ -351,7 +282,7 @@ LOAD_AND_RECORD_ACCESS_SQL = (
 ASYNCHRONOUS_COMMIT = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
-def _load(*, ids: list[int], embedding, record_access: bool) -> list[RecalledMemory]:
+def _load(*, ids: list[int], embedding, record_access: bool, found_by: dict) -> list[RecalledMemory]:
     """The recalled memories in ``ids`` order, each with its similarity to the query.
 
     With ``record_access`` their access_count and last_accessed_at are bumped by the same statement.
@@ -377,6 +308,9 @@ def _load(*, ids: list[int], embedding, record_access: bool) -> list[RecalledMem
             scope=scope,
             date=timezone.localdate(valid_at),
             score=round(float(similarity), 4),
+            found_by={
+                path: Found(rank=found.rank, score=round(found.score, 4)) for path, found in found_by[pk].items()
+            },
         )
         for pk, content, language, kind, provenance, scope, valid_at, similarity in (
             by_id[pk]

@@ -49,6 +49,7 @@ from memories.models import (
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
 from memories.services.access import access_of, add_accesses
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 
 logger = logging.getLogger(__name__)
 
@@ -302,21 +303,6 @@ FOLD_FIELDS = [
 ]
 
 
-def _fold(winner: Memory, losers: list[Memory]) -> None:
-    """Merge the losers' counts, scores and dates into the winner (in memory; access counts: see _merge)."""
-    group = [winner, *losers]
-    winner.occurrences = sum(m.occurrences for m in group)
-    winner.importance = max(m.importance for m in group)
-    winner.confidence = max(m.confidence for m in group)
-    winner.created_at = min(m.created_at for m in group)
-    winner.valid_at = min(m.valid_at for m in group)
-    # Keep what the loser knew about the memory when the winner did not (store path does the same).
-    for loser in losers:
-        if not (winner.subject and winner.predicate) and loser.subject and loser.predicate:
-            winner.subject, winner.predicate = loser.subject, loser.predicate
-        winner.about_id = winner.about_id or loser.about_id
-
-
 # Memories that a merged-away memory had superseded now point at the one that stays.
 REPOINT_SQL = """
 UPDATE memories_memory m SET superseded_by_id = v.winner
@@ -358,7 +344,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
     for group in groups.groups():
         members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
         winner, losers = members[0], members[1:]
-        _fold(winner, losers)
+        memories_fold(kept=winner, others=losers)  # access counts: below, in one statement
         winners.append(winner)
         accesses[winner.pk] = access_of(losers)
         changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]

@@ -1,7 +1,6 @@
 """Admin writes on memories: editing one (re-embedded, re-checked for duplicates) and adding a note."""
 
 import logging
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -10,18 +9,18 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
 from justai_memory.errors import ApplicationError
-from memories.languages import LANGUAGE_CODE_REGEX
+from memories.languages import language_check, language_for
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
-from memories.models import PROVENANCE_RANK, AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 from memories.services.store import (
     CONTENT_EMPTY,
     CONTENT_TOO_LONG,
     DUPLICATE_CANDIDATES,
-    LANGUAGE_INVALID,
-    MAX_CONTENT_CHARS,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
@@ -71,17 +70,8 @@ class EditResult:
 
 def _fold_into(kept: Memory, other: Memory) -> None:
     """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
-    if PROVENANCE_RANK[other.provenance] > PROVENANCE_RANK[kept.provenance]:
-        kept.provenance = other.provenance
-    kept.occurrences += other.occurrences
+    memories_fold(kept=kept, others=[other])
     add_accesses({kept.pk: access_of([other])})
-    kept.confidence = max(kept.confidence, other.confidence)
-    kept.importance = max(kept.importance, other.importance)
-    kept.valid_at = min(kept.valid_at, other.valid_at)
-    kept.created_at = min(kept.created_at, other.created_at)
-    kept.subject = kept.subject or other.subject
-    kept.predicate = kept.predicate or other.predicate
-    kept.about = kept.about or other.about
     # What the duplicate superseded now points to the memory that stays.
     Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
     other.delete()
@@ -138,10 +128,9 @@ def memory_edit(
     memory.content = (memory.content or "").strip()
     if not memory.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(memory.content) > MAX_CONTENT_CHARS:
+    if len(memory.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
-    if not isinstance(memory.language, str) or not re.match(LANGUAGE_CODE_REGEX, memory.language):
-        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    language_check(memory.language)
     memory.subject = memory.subject.strip().lower()
     memory.predicate = memory.predicate.strip().lower()
     if memory.scope != Scope.PRIVATE:
@@ -194,7 +183,7 @@ def memory_note_add(
     *,
     content: str,
     actor: str,
-    language: str = "en",
+    language: str | None = None,
     scope: str = Scope.SHARED,
     owner: Person | None = None,
     room: Room | None = None,
@@ -205,7 +194,11 @@ def memory_note_add(
     """Store an admin's note (kind note, source admin, confirmed) through ``memory_store``; may merge into a duplicate.
 
     Raises ApplicationError when a forget block covers it: an admin lifts a block explicitly, under Tombstones.
+    Without a ``language`` the note's is detected (falling back to the owner's, then the person's it is about).
     """
+    if language is None:
+        person = owner or about
+        language = language_for(text=content or "", speaker_language=person.preferred_language if person else None)
     draft = MemoryDraft(
         content=content,
         provenance=Provenance.CONFIRMED,

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates
 from memories.selectors.person import person_memories
@@ -26,7 +27,6 @@ logger = logging.getLogger(__name__)
 FORGET_TOKEN_TTL = timedelta(minutes=10)
 # Spent and expired requests are kept a while so a late call hears "expired"/"used", not "unknown".
 FORGET_REQUEST_KEEP = timedelta(days=1)
-MAX_TOKEN_CHARS = 200
 
 CONFIRM_REQUIRED = "Nothing was forgotten: 'confirm' must be true once the speaker said yes."
 TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget first."

@@ -3,6 +3,7 @@
 from django.db import transaction
 
 from justai_memory.errors import ApplicationError
+from memories.languages import language_for
 from memories.models import Kind, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreResult, memory_store
 
@@ -19,7 +20,8 @@ def memory_remember(
     content: str,
     speaker,
     room,
-    language: str = "en",
+    language: str | None = None,
+    conversation_language: str | None = None,
     scope: str = Scope.SHARED,
     kind: str = Kind.FACT,
     about=None,
@@ -29,7 +31,14 @@ def memory_remember(
 
     It lifts the forget blocks the speaker could have made (tombstones of the scopes visible to
     them in this room) that the new content comes close to; blocks outside their view stay.
+    Without a ``language`` the content's is detected; too short to tell: the conversation's, then the speaker's.
     """
+    if language is None:
+        language = language_for(
+            text=content if isinstance(content, str) else "",
+            conversation_language=conversation_language,
+            speaker_language=speaker.preferred_language if speaker is not None else None,
+        )
     if scope not in REMEMBER_SCOPES:
         raise ApplicationError(SCOPE_NOT_ALLOWED, field="scope")
     if scope == Scope.PRIVATE and speaker is None:

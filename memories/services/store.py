@@ -2,7 +2,6 @@
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -15,7 +14,8 @@ from pgvector.django import CosineDistance
 
 from justai_memory.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
-from memories.languages import LANGUAGE_CODE_REGEX
+from memories.languages import language_check
+from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -31,16 +31,17 @@ from memories.models import (
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
+from memories.services.fold import memories_fold
 
 logger = logging.getLogger(__name__)
 
-MAX_CONTENT_CHARS = 4000
 CONTENT_EMPTY = "Memory content must not be empty."
-CONTENT_TOO_LONG = f"Memory content is longer than {MAX_CONTENT_CHARS} characters."
+CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
 PRIVATE_NEEDS_OWNER = "A private memory needs an owner (a known speaker)."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
-LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 DUPLICATE_CANDIDATES = 5
+# A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
+INFERRED_MAX_CONFIDENCE = 0.5
 
 
 class StoreOutcome:
@@ -82,7 +83,7 @@ def _validate(draft: MemoryDraft) -> None:
     draft.content = (draft.content or "").strip()
     if not draft.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(draft.content) > MAX_CONTENT_CHARS:
+    if len(draft.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
         if getattr(draft, name) not in choices.values:
@@ -95,12 +96,13 @@ def _validate(draft: MemoryDraft) -> None:
         draft.owner = None
     if draft.scope != Scope.ROOM:
         draft.room = None
-    if not isinstance(draft.language, str) or not re.match(LANGUAGE_CODE_REGEX, draft.language):
-        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    language_check(draft.language)
     for name in ("confidence", "importance"):
         value = getattr(draft, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise ApplicationError(f"'{name}' must be a number from 0 to 1.", field=name)
+    if draft.provenance == Provenance.INFERRED:
+        draft.confidence = min(draft.confidence, INFERRED_MAX_CONFIDENCE)
     draft.subject = draft.subject.strip().lower()
     draft.predicate = draft.predicate.strip().lower()
 
@@ -185,17 +187,18 @@ def _merge_into(existing: Memory, draft: MemoryDraft, embedding) -> set[str]:
     before = {name: getattr(existing, name) for name in _MERGED_FIELDS}
     if PROVENANCE_RANK[draft.provenance] > PROVENANCE_RANK[existing.provenance]:
         existing.content, existing.language, existing.embedding = draft.content, draft.language, embedding
-        existing.provenance, existing.source, existing.source_ref = draft.provenance, draft.source, draft.source_ref
-        existing.kind = draft.kind
-    existing.occurrences += 1
-    existing.confidence = max(existing.confidence, draft.confidence)
-    existing.importance = max(existing.importance, draft.importance)
-    if draft.valid_at and draft.valid_at < existing.valid_at:
-        existing.valid_at = draft.valid_at
-    existing.subject = existing.subject or draft.subject
-    existing.predicate = existing.predicate or draft.predicate
-    if existing.about_id is None and draft.about is not None:  # (existing.about would load the person)
-        existing.about = draft.about
+        existing.source, existing.source_ref, existing.kind = draft.source, draft.source_ref, draft.kind
+    incoming = Memory(
+        provenance=draft.provenance,
+        confidence=draft.confidence,
+        importance=draft.importance,
+        valid_at=draft.valid_at,  # None: the draft gives no date, so the duplicate's stays
+        created_at=None,
+        subject=draft.subject,
+        predicate=draft.predicate,
+        about=draft.about,
+    )
+    memories_fold(kept=existing, others=[incoming])
     return {name for name, value in before.items() if getattr(existing, name) is not value}
 
 

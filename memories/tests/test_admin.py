@@ -196,6 +196,13 @@ def test_adding_a_note_stores_a_confirmed_admin_note(admin_client, admin_user):
     assert AuditEvent.objects.get(memory_id=note.pk).actor == f"admin:{admin_user.pk}"
 
 
+def test_a_note_without_a_language_is_stored_in_the_language_it_is_written_in(admin_client):
+    response = admin_client.post(
+        ADD, {"content": "La password del router è sul frigorifero", "scope": "shared", "importance": 0.5}
+    )
+    assert response.status_code == 302 and Memory.objects.get().language == "it"
+
+
 def test_the_add_form_is_titled_as_a_note_and_has_only_note_fields(admin_client):
     response = admin_client.get(ADD)
     assert response.context["title"] == "Add a note"

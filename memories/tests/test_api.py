@@ -70,8 +70,14 @@ def test_recall_answers_with_memories_prompt_and_working_memory(api):
     body = response.json()
     assert set(body) == {"memories", "prompt", "withheld", "withheld_reason", "working_memory"}
     [recalled] = body["memories"]
-    assert set(recalled) == {"id", "content", "language", "kind", "label", "provenance", "scope", "date", "score"}
+    assert set(recalled) == {
+        *("id", "content", "language", "kind", "label", "provenance", "scope", "date", "score", "found_by"),
+    }
     assert (recalled["id"], recalled["label"], recalled["scope"]) == (memory.pk, "confirmed", "shared")
+    # Why it came back: the paths that found it, with its rank and score in each; none in the prompt.
+    assert recalled["found_by"]["vector"]["rank"] == 1
+    assert recalled["found_by"]["vector"]["score"] == pytest.approx(recalled["score"], abs=1e-3)
+    assert "rank" not in body["prompt"]
     assert "The cellar key is in the blue tin" in body["prompt"]
     assert (body["withheld"], body["withheld_reason"]) == (False, None)
     [turn] = body["working_memory"]
@@ -89,7 +95,7 @@ def test_recall_for_a_cloud_conversation_is_withheld(api):
 
 def test_remember_creates_then_merges_and_reports_lifted_blocks(api):
     room, anna = RoomFactory(), PersonFactory(preferred_language="it")
-    payload = {"content": "The gate code is 4711", "room_id": room.pk, "speaker_id": anna.pk}
+    payload = {"content": "Il codice del cancello è 4711", "room_id": room.pk, "speaker_id": anna.pk}
 
     first = api.post(REMEMBER, payload)
     assert first.status_code == 201 and first.json()["outcome"] == "created"
@@ -102,6 +108,28 @@ def test_remember_creates_then_merges_and_reports_lifted_blocks(api):
     memories_forget(memory_ids=[memory.pk], actor="test")
     lifted = api.post(REMEMBER, payload)
     assert lifted.status_code == 201 and lifted.json()["lifted_blocks"] == 1 and not Tombstone.objects.exists()
+
+
+def test_remember_stores_the_language_the_content_is_written_in_not_the_speakers(api):
+    room, giulia = RoomFactory(), PersonFactory(preferred_language="it")
+    body = api.post(
+        REMEMBER, {"content": "Der Code für das Gartentor ist 4711", "room_id": room.pk, "speaker_id": giulia.pk}
+    ).json()
+    assert Memory.objects.get(pk=body["id"]).language == "de"
+
+
+@pytest.mark.parametrize(
+    ("conversation_language", "expected"), [("es", "es"), (None, "it")], ids=["conversation", "speaker"]
+)
+def test_remember_too_short_to_tell_falls_back_to_the_conversation_then_the_speaker(
+    api, conversation_language, expected
+):
+    room, giulia = RoomFactory(), PersonFactory(preferred_language="it")
+    payload = {"content": "Tor 4711", "room_id": room.pk, "speaker_id": giulia.pk}
+    if conversation_language:
+        payload["conversation_id"] = ConversationFactory(room=room, language=conversation_language).pk
+    body = api.post(REMEMBER, payload).json()
+    assert Memory.objects.get(pk=body["id"]).language == expected
 
 
 def test_remember_takes_language_and_source_from_the_conversation(api):

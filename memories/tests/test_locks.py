@@ -18,7 +18,7 @@ def held_elsewhere(lock: LockId, key: int | None = None) -> bool:
             else:
                 cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [int(lock), key])
             taken = cursor.fetchone()[0]
-            # Release now: a closed session's locks go only when its server process has exited, a moment later.
+            # Released here, not by close(): the server ends the closed session a moment later, in a race with the test.
             cursor.execute("SELECT pg_advisory_unlock_all()")
         return not taken
     finally:

@@ -10,12 +10,11 @@ from django.test.utils import CaptureQueriesContext
 from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.models import Memory, MemoryAccess, MemorySettings, Provenance, Scope
-from memories.selectors import nearest
+from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
 from memories.selectors.recall import (
     about_speaker_hits,
-    fuse,
     keyword_hits,
     memory_recall,
     recall_candidates,
@@ -117,7 +116,10 @@ def test_the_keyword_path_finds_a_number_the_vector_path_misses():
     candidates = recall_candidates(speaker=None, room=room)
     query = "Wofür ist 4711?"
     assert vector_hits(candidates=candidates, embedding=one_hot(4), limit=10, min_similarity=0.2) == []
-    assert keyword_hits(candidates=candidates, query=query, languages=["it"], limit=10) == [(code.pk, False)]
+    assert [
+        (h.id, h.in_query_language)
+        for h in keyword_hits(candidates=candidates, query=query, languages=["it"], limit=10)
+    ] == [(code.pk, False)]
     assert ids(recall(query, room=room)) == [code.pk]
 
 
@@ -136,44 +138,58 @@ def test_quotes_in_words_do_not_break_the_full_text_query():
     keys = MemoryFactory(content="Der Schlüssel von O'Brien liegt bei d'Artagnan", language="de", embedding=one_hot(3))
     candidates = recall_candidates(speaker=None, room=room)
     hits = keyword_hits(candidates=candidates, query="O'Brien d'Artagnan \\ 'x'", languages=["de"], limit=5)
-    assert [pk for pk, _ in hits] == [keys.pk]
+    assert [hit.id for hit in hits] == [keys.pk]
 
 
 @pytest.fixture
 def fresh_lexeme_statistics():
-    recall_selectors._frequent_lexemes.clear()
+    keywords.forget_statistics()
     yield
-    recall_selectors._frequent_lexemes.clear()
+    keywords.forget_statistics()
 
 
 def test_frequent_words_rank_but_do_not_select(fresh_lexeme_statistics):
     room = RoomFactory()
     _bulk_memories(
-        np.tile(one_hot(1), (recall_selectors.FREQUENT_LEXEME_ROWS + 100, 1)),
+        np.tile(one_hot(1), (keywords.FREQUENT_LEXEME_ROWS + 100, 1)),
         content_template="Pizza am Abend {}",
     )
     margherita = MemoryFactory(content="Pizza Margherita mit Basilikum", language="de", embedding=one_hot(3))
     plain = MemoryFactory(content="Margherita heißt die Katze", language="de", embedding=one_hot(4))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")
-    assert "pizza" in recall_selectors.frequent_lexemes()
+    keywords.forget_statistics()
+    assert "pizza" in keywords.frequent_lexemes()
     candidates = recall_candidates(speaker=None, room=room)
     # "pizza" alone selects nothing; with "margherita" it still ranks the memory that has both first.
     assert keyword_hits(candidates=candidates, query="Pizza", languages=["de"], limit=5) == []
     hits = keyword_hits(candidates=candidates, query="Pizza Margherita", languages=["de"], limit=5)
-    assert [pk for pk, _ in hits] == [margherita.pk, plain.pk]
+    assert [hit.id for hit in hits] == [margherita.pk, plain.pk]
 
 
-def test_only_the_frequent_lexemes_a_question_can_stem_to_are_sent_with_it(monkeypatch):
-    frequent = frozenset({"pizza", "citi", "haus", "ano", "studi", "4711", "garten", "küch"})
-    by_folded = {recall_selectors._fold(lexeme): (lexeme,) for lexeme in frequent}
-    monkeypatch.setattr(recall_selectors, "_frequent", lambda: (frequent, by_folded))
+def test_only_the_tracked_lexemes_a_question_can_stem_to_are_sent_with_it(monkeypatch):
+    tracked = {
+        "pizza": 300.0,
+        "citi": 5.0,
+        "haus": 7.0,
+        "ano": 2.0,
+        "studi": 9.0,
+        "4711": 1.0,
+        "garten": 3.0,
+        "küch": 4.0,
+    }
+    by_folded = {keywords._fold(lexeme): (lexeme,) for lexeme in tracked}
+    statistics = keywords.Statistics(
+        expires=0, rows=tracked, by_folded=by_folded, memories=1000, average_length=10, rare_rows=1, stop_configs=()
+    )
+    monkeypatch.setattr(keywords, "keyword_statistics", lambda: statistics)
 
-    literal = recall_selectors.frequent_lexemes_of("Pizzas in the city? Häuser, años, studies, Code 4711, Küche")
+    lexemes, rows = keywords.lexeme_rows_of("Pizzas in the city? Häuser, años, studies, Code 4711, Küche")
 
     # Stems are beginnings of the folded words (umlauts, accents, ß) and English y -> i is covered.
-    assert literal == '{"4711","ano","citi","haus","küch","pizza","studi"}'
-    assert recall_selectors.frequent_lexemes_of("Wo ist der Schlüssel?") == "{}"
+    assert lexemes == ["4711", "ano", "citi", "haus", "küch", "pizza", "studi"]
+    assert rows == [1.0, 2.0, 5.0, 7.0, 4.0, 300.0, 9.0]
+    assert keywords.lexeme_rows_of("Wo ist der Schlüssel?") == ([], [])
 
 
 def test_analyze_tracks_enough_lexemes_to_know_the_frequent_ones():
@@ -193,18 +209,6 @@ def test_new_memories_go_straight_into_the_text_index_without_a_pending_list():
     with connection.cursor() as cursor:
         cursor.execute("SELECT gin_clean_pending_list('memory_search_vector_gin')")
         assert cursor.fetchone()[0] == 0
-
-
-def test_fusion_keeps_the_best_half_of_each_path_and_same_language_agreement_rises():
-    vector = list(range(1, 11))
-    keyword = [(pk, True) for pk in range(11, 21)]
-    fused = fuse(vector, keyword, limit=10)
-    assert len(fused) == 10 and {1, 2, 3, 4, 5, 11, 12, 13, 14, 15} == set(fused)
-    # Found by both paths: rises above what only one found.
-    assert fuse([1, 2, 3], [(3, True)], limit=10)[0] == 3
-    # A keyword hit in another language (names, numbers as typed) supplements but does not reorder.
-    assert fuse([1, 2, 3], [(3, False), (9, False)], limit=10) == [1, 2, 3, 9]
-    assert fuse([1, 2, 3, 4], [(9, False)], limit=2) == [1, 9]
 
 
 def test_memories_about_a_known_speaker_are_added_but_only_visible_ones():

@@ -6,9 +6,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memories.embedders import get_embedder
+from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory, MemoryAccess, Scope, Status
 from memories.selectors.recall import (
-    MAX_LIMIT,
     about_speaker_hits,
     keyword_hits,
     memory_recall,
@@ -88,7 +88,7 @@ def test_no_read_path_returns_an_invisible_memory(household):
         by_vector = {
             pk for pk, _ in vector_hits(candidates=candidates, embedding=embedding, limit=50, min_similarity=0)
         }
-        by_keyword = {pk for pk, _ in keyword_hits(candidates=candidates, query=TEXT, languages=["en"], limit=50)}
+        by_keyword = {hit.id for hit in keyword_hits(candidates=candidates, query=TEXT, languages=["en"], limit=50)}
         assert by_vector == by_keyword == recallable  # every visible one, nothing else
         if speaker is not None:
             about = {
@@ -96,7 +96,9 @@ def test_no_read_path_returns_an_invisible_memory(household):
                 for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=[])
             }
             assert about <= recallable
-        recalled = {m.id for m in memory_recall(query=TEXT, speaker=speaker, room=room, limit=MAX_LIMIT).memories}
+        recalled = {
+            m.id for m in memory_recall(query=TEXT, speaker=speaker, room=room, limit=RECALL_LIMIT_MAX).memories
+        }
         assert recalled == recallable
         # Only what was returned was counted as accessed.
         assert set(MemoryAccess.objects.filter(count__gt=0).values_list("memory_id", flat=True)) == recalled

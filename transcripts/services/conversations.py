@@ -1,7 +1,6 @@
 """Conversations: start, append turns, end (which queues the extraction once the end is committed)."""
 
 import functools
-import re
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -9,18 +8,16 @@ from django.db.models import Q
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
-from memories.languages import LANGUAGE_CODE_REGEX
+from memories.languages import language_check
+from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
 from transcripts.models import Conversation, ExtractionStatus, ModelLocation, Role, Turn
 from transcripts.services.extraction import conversation_extract_queue
 
-MAX_TURNS_PER_CALL = 100
-MAX_TURN_CHARS = 4000
-LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
-NO_TURNS = "'turns' must hold 1 to 100 turns."
+NO_TURNS = f"'turns' must hold 1 to {MAX_TURNS_PER_CALL} turns."
 ROLE_INVALID = "'role' must be one of: user, assistant, system, tool."
 TEXT_EMPTY = "A turn's 'text' must not be empty."
-TEXT_TOO_LONG = f"A turn's 'text' is longer than {MAX_TURN_CHARS} characters."
+TEXT_TOO_LONG = f"A turn's 'text' is longer than {MAX_TEXT_CHARS} characters."
 CONVERSATION_ENDED = "The conversation has ended; start a new one."
 
 
@@ -33,8 +30,7 @@ class TurnDraft:
 
 def conversation_start(*, room, language: str, model_location: str = ModelLocation.LOCAL, speaker=None) -> Conversation:
     """Open a conversation in ``room``; ``speaker`` None means the speaker is unknown."""
-    if not isinstance(language, str) or not re.match(LANGUAGE_CODE_REGEX, language):
-        raise ApplicationError(LANGUAGE_INVALID, field="language")
+    language_check(language)
     if model_location not in ModelLocation.values:
         raise ApplicationError(MODEL_LOCATION_INVALID, field="model_location")
     return Conversation.objects.create(room=room, speaker=speaker, language=language, model_location=model_location)
@@ -56,7 +52,7 @@ def turns_append(*, conversation: Conversation, turns: list[TurnDraft]) -> list[
             raise ApplicationError(ROLE_INVALID, field=f"turns[{i}].role")
         if not text:
             raise ApplicationError(TEXT_EMPTY, field=f"turns[{i}].text")
-        if len(text) > MAX_TURN_CHARS:
+        if len(text) > MAX_TEXT_CHARS:
             raise ApplicationError(TEXT_TOO_LONG, field=f"turns[{i}].text")
         speaker = draft.speaker
         if speaker is None and draft.role == Role.USER:

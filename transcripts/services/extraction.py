@@ -21,6 +21,7 @@ from django_q.tasks import async_task
 
 from justai_memory import ai_router
 from justai_memory.errors import ApplicationError
+from memories.languages import detection_languages, language_for, language_name
 from memories.locks import LockId, advisory_lock
 from memories.models import Provenance, Scope, Source
 from memories.selectors.privacy import memories_allowed_for
@@ -44,24 +45,27 @@ MAX_TRANSCRIPT_CHARS = 24_000
 RETRY_SCHEDULE = "memory.extract.retry:{id}"
 FINISHED = (ExtractionStatus.DONE, ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
 GAVE_UP = "gave up after {n} attempts"
+MAX_REJECTIONS_KEPT = 20  # per conversation, in its stats (the count is complete)
 STORE_REJECTED = "the memory store rejected an item ({field})"
-LANGUAGE_NAMES = {"de": "German", "en": "English", "it": "Italian", "es": "Spanish", "fr": "French", "nl": "Dutch"}
 
 SYSTEM_PROMPT = """\
 You extract long-term memories for a household assistant from one conversation.
 Answer with JSON only, in exactly this shape:
 {{"facts": [ITEM, ...], "preferences": [ITEM, ...],
-  "summary": {{"content": "...", "language": "{code}", "scope": "shared", "importance": 0.3}}}}
+  "summary": {{"content": "...", "scope": "shared", "importance": 0.3}}}}
 where ITEM is
-{{"content": "...", "language": "{code}", "subject": "...", "predicate": "...", "scope": "shared",
+{{"content": "...", "inferred": false, "subject": "...", "predicate": "...", "scope": "shared",
   "confidence": 0.9, "importance": 0.5, "about_speaker": false}}
 
 Rules:
 - facts: lasting facts worth remembering (where things are, codes, appointments, names, relations,
   household routines). preferences: likes, dislikes, habits, how someone wants to be treated.
-- Only what the people said or confirmed; not the assistant's own suggestions, not questions, not small talk.
-- Write every content as one self-contained sentence in {language} and set "language" to "{code}".
-  Name people instead of writing "I" or "you".
+- Not the assistant's own suggestions, not questions, not small talk.
+- inferred: false for what a person said or confirmed; true for what you only conclude from the
+  conversation without anyone saying it (a guess, e.g. "Anna probably has a dog" because she
+  mentioned walking one). Never present a guess as said.
+- Write every content as one self-contained sentence in the language it was said in (the
+  conversation is mostly in {language}). Name people instead of writing "I" or "you".
 - The conversation took place on {date} ({weekday}). Resolve every relative date or time ("today",
   "tomorrow", "next Friday", "in two weeks", "morgen", "gestern") to an absolute date (YYYY-MM-DD)
   against that date, and write the absolute date in the content.
@@ -184,8 +188,7 @@ def _prompt(conversation: Conversation) -> list[dict]:
     code = conversation.language
     speaker = conversation.speaker.name if conversation.speaker else "unknown"
     system = SYSTEM_PROMPT.format(
-        code=code,
-        language=LANGUAGE_NAMES.get(code, f"the language with code '{code}'"),
+        language=language_name(code),
         date=date.isoformat(),
         weekday=date.strftime("%A"),
         room=conversation.room.name,
@@ -205,16 +208,25 @@ def _prompt(conversation: Conversation) -> list[dict]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _draft(item: ExtractedItem, conversation: Conversation) -> MemoryDraft:
-    """An extracted item as a memory draft: an unknown speaker's items are all shared."""
+def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset[str]) -> MemoryDraft:
+    """An extracted item as a memory draft: a guess is ``inferred``; an unknown speaker's items are all shared.
+
+    Its language is the one it is written in (detected among ``languages``); too short to tell: the
+    conversation's, then the speaker's.
+    """
     speaker = conversation.speaker
     scope = item.scope if speaker is not None else Scope.SHARED
     return MemoryDraft(
         content=item.content,
-        provenance=Provenance.EXTRACTED,
+        provenance=Provenance.INFERRED if item.inferred else Provenance.EXTRACTED,
         source=Source.SESSION,
         kind=item.kind,
-        language=item.language,
+        language=language_for(
+            text=item.content,
+            conversation_language=conversation.language,
+            speaker_language=speaker.preferred_language if speaker is not None else None,
+            languages=languages,
+        ),
         scope=scope,
         owner=speaker if scope == Scope.PRIVATE else None,
         room=conversation.room if scope == Scope.ROOM else None,
@@ -235,17 +247,21 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
     if extraction.summary:
         texts.append(extraction.summary.content)
     vectors = embedder.embed_documents(texts) if texts else []
+    languages = detection_languages(also=(conversation.language,))
     stats = {
         "extracted": len(extraction.items),
         "facts": 0,
         "preferences": 0,
+        "inferred": 0,
+        "items_rejected": len(extraction.rejected),
+        "rejected": [r.as_dict() for r in extraction.rejected[:MAX_REJECTIONS_KEPT]],
         "created": 0,
         "merged": 0,
         "skipped_forgotten": 0,
         "memory_ids": [],
     }
     results = memory_store_batch(
-        drafts=[_draft(item, conversation) for item in extraction.items],
+        drafts=[_draft(item, conversation, languages) for item in extraction.items],
         actor=ACTOR,
         embeddings=vectors[: len(extraction.items)],
         embedder=embedder,
@@ -255,6 +271,7 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
             stats["skipped_forgotten"] += 1
             continue
         stats["facts" if item.kind == "fact" else "preferences"] += 1
+        stats["inferred"] += item.inferred
         stats[result.outcome] += 1
         stats["memory_ids"].append(result.memory.pk)
     if extraction.summary is None:
@@ -264,7 +281,10 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
         stats["summary"] = "left_out"
     else:
         result = memory_store(
-            draft=_draft(extraction.summary, conversation), actor=ACTOR, embedding=vectors[-1], embedder=embedder
+            draft=_draft(extraction.summary, conversation, languages),
+            actor=ACTOR,
+            embedding=vectors[-1],
+            embedder=embedder,
         )
         stats["summary"] = result.outcome
         if result.outcome == StoreOutcome.BLOCKED:
@@ -323,7 +343,7 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
                 schema=EXTRACTION_SCHEMA,
                 schema_name="memory_extraction",
             )
-            extraction = extraction_parse(text=answer, language=conversation.language)
+            extraction = extraction_parse(text=answer)
         except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:
             return _fail(conversation_id, str(exc))
         result = _store(run, extraction, round((time.perf_counter() - started) * 1000))

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def extraction_answer(*, facts=(), preferences=(), summary: str = "", language: str = "de") -> str:
-    """The JSON text of an extraction answer; facts/preferences are strings or full item dicts."""
+def extraction_answer(*, facts=(), preferences=(), summary: str = "") -> str:
+    """The JSON text of an extraction answer; facts/preferences are strings or item dicts (stated unless ``inferred``)."""
 
     def item(value):
         if isinstance(value, dict):
             return {
-                "language": language,
+                "inferred": False,
                 "subject": "",
                 "predicate": "",
                 "scope": "shared",
@@ -34,7 +34,7 @@ def extraction_answer(*, facts=(), preferences=(), summary: str = "", language: 
         {
             "facts": [item(f) for f in facts],
             "preferences": [item(p) for p in preferences],
-            "summary": {"content": summary, "language": language, "scope": "shared", "importance": 0.3},
+            "summary": {"content": summary, "scope": "shared", "importance": 0.3},
         },
         ensure_ascii=False,
     )

@@ -13,9 +13,11 @@ from django_q.models import Schedule
 from justai_memory.household import person_delete
 from memories.models import Memory, MemorySettings, Provenance, Source
 from memories.services.forget import memories_forget
-from memories.services.store import MemoryDraft, memory_store
+from memories.services.remember import memory_remember
+from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
+from transcripts.schemas import EXTRACTION_SCHEMA
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.conversations import conversation_end
 from transcripts.services.extraction import (
@@ -125,7 +127,8 @@ def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_c
     prompt = request.prompt
     assert "2025-03-14 (Friday)" in prompt and "Speaker: Anna" in prompt and '"Küche"' in prompt
     assert "Resolve every relative date" in prompt and "absolute date" in prompt
-    assert "in German" in prompt and '"language" to "de"' in prompt
+    assert "mostly in German" in prompt and '"inferred": false' in prompt
+    assert request.body["response_format"]["json_schema"]["schema"] == EXTRACTION_SCHEMA
     assert "Morgen kommt übrigens der Schornsteinfeger" in prompt and "Gut, ich merke es mir." in prompt
 
 
@@ -213,17 +216,74 @@ def test_a_local_provider_runs_whatever_the_cloud_setting(fake_llm):
     assert extract(conversation).extraction_status == "done"
 
 
-def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fake_llm, run_jobs, caplog):
+def test_a_malformed_item_is_dropped_and_counted_and_the_rest_is_stored(fake_llm, caplog):
     conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
     half_good = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
     half_good["facts"][1]["confidence"] = 7
     fake_llm.reply(json.dumps(half_good))
+    with caplog.at_level(logging.INFO):
+        conversation = extract(conversation)
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
+    stats = conversation.extraction_stats
+    assert (stats["items_rejected"], stats["facts"]) == (1, 1)
+    assert stats["rejected"] == [
+        {"path": "answer.facts[1].confidence", "rule": "Input should be less than or equal to 1"}
+    ]
+    assert list(Memory.objects.values_list("content", flat=True)) == ["Der Schlüssel hängt am Haken."]
+    assert "4711" not in caplog.text and "4711" not in json.dumps(stats)
+
+
+def test_an_item_in_another_language_is_stored_in_its_own_language(fake_llm):
+    conversation = talk("Der Code für das Gartentor ist 4711. Giulia dice: la chiave è sotto il vaso.")
+    fake_llm.reply(
+        extraction_answer(
+            facts=["Der Code für das Gartentor ist 4711.", "La chiave di riserva è sotto il vaso di fiori."],
+            summary="Sie sprachen über das Gartentor und den Schlüssel.",
+        )
+    )
+    assert extract(conversation).extraction_status == "done"
+    assert dict(Memory.objects.values_list("content", "language")) == {
+        "Der Code für das Gartentor ist 4711.": "de",
+        "La chiave di riserva è sotto il vaso di fiori.": "it",
+        "Sie sprachen über das Gartentor und den Schlüssel.": "de",
+    }
+
+
+def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confirms_it(fake_llm):
+    anna, room = PersonFactory(name="Anna", preferred_language="de"), RoomFactory()
+    conversation = talk("Ich gehe jeden Morgen mit Bello spazieren.", speaker=anna, room=room)
+    guess = "Anna hat einen Hund namens Bello."
+    fake_llm.reply(
+        extraction_answer(
+            facts=[
+                {"content": "Anna geht jeden Morgen spazieren.", "confidence": 0.9},
+                {"content": guess, "inferred": True, "confidence": 0.9},
+            ]
+        )
+    )
+    stats = extract(conversation).extraction_stats
+    assert (stats["facts"], stats["inferred"]) == (2, 1)
+    stored = Memory.objects.get(content=guess)
+    assert (stored.provenance, stored.confidence) == ("inferred", INFERRED_MAX_CONFIDENCE)
+    assert Memory.objects.get(content="Anna geht jeden Morgen spazieren.").provenance == "extracted"
+
+    result = memory_remember(content=guess, speaker=anna, room=room)
+    assert (result.outcome, result.memory.pk) == ("merged", stored.pk)
+    stored.refresh_from_db()
+    assert (stored.provenance, stored.source, stored.confidence) == ("confirmed", "tool", 1.0)
+
+
+def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fake_llm, run_jobs, caplog):
+    conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
+    wrong_shape = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
+    wrong_shape["summary"] = ["Der Code ist 4711."]
+    fake_llm.reply(json.dumps(wrong_shape))
     before = timezone.now()
     with caplog.at_level(logging.INFO):
         conversation = extract(conversation)
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
-    assert conversation.extraction_error == "answer.facts[1].confidence: above maximum 1"
-    assert not Memory.objects.exists()  # the good first item was not stored either
+    assert conversation.extraction_error == "answer.summary: Input should be a valid dictionary"
+    assert not Memory.objects.exists()  # the good items were not stored either
     retry = Schedule.objects.get(name=RETRY_SCHEDULE.format(id=conversation.pk))
     assert (retry.func, retry.args, retry.schedule_type) == (EXTRACT_JOB, f"({conversation.pk},)", Schedule.ONCE)
     assert before + timedelta(seconds=110) < retry.next_run < before + timedelta(seconds=130)

@@ -70,6 +70,17 @@ def test_an_observed_memory_carries_its_event(api):
     assert memory.label == "observed"
 
 
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [("La chiave è nella scatola blu in corridoio.", "it"), ("Tür auf", "fr")],
+    ids=["detected", "too-short-the-persons"],
+)
+def test_an_observed_memory_without_a_language_is_detected_else_the_persons(api, content, expected):
+    marie = PersonFactory(preferred_language="fr")
+    response = api.post("/internal/v1/memories/observe", {"content": content, "about_id": marie.pk})
+    assert Memory.objects.get(pk=response.json()["id"]).language == expected
+
+
 def test_an_observed_room_memory_takes_the_events_room(api):
     hall = RoomFactory()
     event = Event.objects.create(kind="sensor", room=hall)

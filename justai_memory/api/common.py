@@ -1,0 +1,133 @@
+"""What every endpoint of the internal API shares: the strict input base, field types, id lookups, the error schema.
+
+Every text a caller sends is checked for what PostgreSQL cannot store (NUL) or UTF-8 cannot encode
+(lone surrogates) here, in the type, so no endpoint can forget it; the check names the field and
+never echoes the text.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from django.db.models import Model
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from ninja import Schema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+from justai_memory.errors import ApplicationError
+from memories.languages import LANGUAGE_CODE_REGEX
+from memories.limits import EARLIEST_TIMESTAMP, MAX_TEXT_CHARS, timestamp_in_range
+
+M = TypeVar("M", bound=Model)
+MAX_ID = 2**63 - 1
+NOT_FOUND = "No {name} with id {pk}."
+
+
+class Input(BaseModel):
+    """A request body: strict types (no "1" for 1, no true for 1), unknown keys ignored.
+
+    A plain pydantic model, not a ninja Schema: a Schema reads any object's attributes, and a request
+    body must be a JSON object.
+    """
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class ErrorOut(Schema):
+    """Every answer that is not a success: what went wrong, and the input at fault (null when none)."""
+
+    error: str
+    field: str | None
+
+
+def plain_text(value: str) -> str:
+    """``value`` when PostgreSQL can store it: no NUL character, no lone surrogate."""
+    if "\x00" in value:
+        raise PydanticCustomError("text_nul", "must not contain NUL (U+0000) characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("text_surrogate", "must not contain lone surrogates (invalid Unicode)") from None
+    return value
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` (a parsed JSON value) when every key and string in it is plain text."""
+    if isinstance(value, str):
+        plain_text(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            plain_text(key)
+            plain_json(item)
+    elif isinstance(value, list):
+        for item in value:
+            plain_json(item)
+    return value
+
+
+def text(max_length: int = MAX_TEXT_CHARS) -> Any:
+    """A non-empty string, stripped, of at most ``max_length`` characters, that PostgreSQL can store."""
+    return Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length), AfterValidator(plain_text)
+    ]
+
+
+Text = text()
+LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE_REGEX), AfterValidator(plain_text)]
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def _timestamp(value: Any) -> datetime:
+    if isinstance(value, str):
+        try:
+            parsed = parse_datetime(value)
+        except ValueError:  # well formed but impossible: 2025-02-30, 25:00, +99:00
+            parsed = None
+    else:
+        parsed = value if isinstance(value, datetime) else None
+    if parsed is None:
+        raise PydanticCustomError("timestamp", "must be an ISO 8601 date and time, e.g. 2025-03-14T08:15:00+01:00")
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed)
+    try:
+        in_range = timestamp_in_range(parsed)
+    except OverflowError:  # year 1 or 9999 with an offset that leaves the calendar
+        in_range = False
+    if not in_range:
+        raise PydanticCustomError(
+            "timestamp_range",
+            "must lie between {earliest} and one day from now",
+            {"earliest": EARLIEST_TIMESTAMP.date()},
+        )
+    return parsed
+
+
+# An ISO 8601 time the house reports (a time without zone is the household's TIME_ZONE), 1970 to now + 1 day.
+Timestamp = Annotated[datetime, BeforeValidator(_timestamp), WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+def lookup(model: type[M], pk: int | None, *, field: str, queryset=None) -> M | None:
+    """The ``model`` row with id ``pk`` (None for None); a 404 naming ``field`` when there is none."""
+    if pk is None:
+        return None
+    row = (queryset if queryset is not None else model.objects).filter(pk=pk).first()
+    if row is None:
+        raise ApplicationError(NOT_FOUND.format(name=model._meta.verbose_name, pk=pk), field=field, status=404)
+    return row
+
+
+# A time in an answer, as datetime.isoformat() writes it (microseconds and offset kept).
+IsoDateTime = Annotated[datetime, PlainSerializer(lambda value: value.isoformat(), return_type=str)]
+
+# The error answers every endpoint may give, for the OpenAPI document (the handlers in errors.py produce them).
+ERRORS = {frozenset({400, 401, 403, 404, 405, 409, 410, 413, 500, 503}): ErrorOut}

@@ -1,0 +1,146 @@
+"""The error contract of the internal API: every answer that is not a success is JSON ``{"error", "field"}``.
+
+Validation errors name the field path (``query``, ``turns[2].text``) and never echo what was sent.
+An unexpected exception is a 500 with an error id that is also logged, with the stack but without
+the exception's message: PostgreSQL puts the failing row (memory text) into some of them.
+"""
+
+import logging
+import traceback
+import uuid
+
+from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from justai_memory.api.parser import BODY_NOT_OBJECT, BODY_TOO_LARGE
+from justai_memory.errors import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+UNAUTHORIZED = "Missing or wrong bearer token."
+NOT_FOUND = "No such endpoint: see /internal/v1/openapi.json."
+METHOD_NOT_ALLOWED = "Method {method} not allowed; allowed: {allowed}."
+UNAVAILABLE = "The database is unreachable; try again shortly."
+INTERNAL = "Internal error {error_id}; the log has the details under this id."
+
+# Messages for pydantic's error types; others fall back to pydantic's own message (which never holds the input).
+MESSAGES = {
+    "missing": "'{field}' is required.",
+    "string_type": "'{field}' must be a string.",
+    "int_type": "'{field}' must be an integer.",
+    "float_type": "'{field}' must be a number.",
+    "bool_type": "'{field}' must be true or false.",
+    "list_type": "'{field}' must be a list.",
+    "dict_type": "'{field}' must be a JSON object.",
+    "model_type": "'{field}' must be a JSON object.",
+    "string_too_short": "'{field}' must not be empty.",
+    "string_too_long": "'{field}' is longer than {max_length} characters.",
+    "too_short": "'{field}' must hold at least {min_length} items.",
+    "too_long": "'{field}' must hold at most {max_length} items.",
+    "string_pattern_mismatch": "'{field}' does not have the expected form ({pattern}).",
+    "literal_error": "'{field}' must be one of: {expected}.",
+    "greater_than_equal": "'{field}' must be at least {ge}.",
+    "less_than_equal": "'{field}' must be at most {le}.",
+}
+
+
+def error_response(message: str, *, field: str | None = None, status: int = 400) -> JsonResponse:
+    """The one shape of every error answer."""
+    return JsonResponse({"error": message, "field": field}, status=status)
+
+
+def field_path(loc: tuple) -> str:
+    """``("body", "payload", "turns", 2, "text")`` -> ``turns[2].text``; the body itself is ``body``."""
+    source, parts = (loc[0], loc[2:]) if loc and loc[0] == "body" else (None, loc[1:] if loc else ())
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or (source or "body")
+
+
+def validation_message(error: dict, field: str) -> str:
+    template = MESSAGES.get(error["type"])
+    ctx = dict(error.get("ctx") or {})
+    if error["type"] == "literal_error":
+        ctx["expected"] = ctx.get("expected", "").replace("'", "").replace(" or ", ", ")
+    if template is not None:
+        try:
+            return template.format(field=field, **ctx)
+        except (KeyError, IndexError):
+            pass
+    message = error["msg"]  # ours ("must not contain ...") read on from the field name; pydantic's are sentences
+    return f"'{field}' {message}." if message[:1].islower() else f"'{field}': {message}."
+
+
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    error = exc.errors[0]
+    field = field_path(tuple(error["loc"]))
+    if field == "body" and error["type"] in ("missing", "model_type", "dict_type"):
+        return error_response(BODY_NOT_OBJECT, field="body")
+    return error_response(validation_message(error, field), field=field)
+
+
+def _application_error(request: HttpRequest, exc: ApplicationError) -> HttpResponse:
+    return error_response(exc.message, field=exc.field, status=exc.status)
+
+
+def _django_validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
+    if hasattr(exc, "error_dict"):
+        field, errors = next(iter(exc.message_dict.items()))
+        return error_response(" ".join(errors), field=field)
+    return error_response(" ".join(exc.messages))
+
+
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, ApplicationError):  # ninja wraps what the body parser raises
+        return _application_error(request, exc.__cause__)
+    return error_response(str(exc), status=exc.status_code)
+
+
+def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(UNAUTHORIZED, field="Authorization", status=401)
+
+
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(NOT_FOUND, status=404)
+
+
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return error_response(BODY_TOO_LARGE, field="body", status=413)
+
+
+def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    logger.warning("Internal API: database unreachable (%s) on %s %s", type(exc).__name__, request.method, request.path)
+    return error_response(UNAVAILABLE, status=503)
+
+
+def internal_error(request: HttpRequest, exc: BaseException) -> HttpResponse:
+    """A 500 whose id is in the log next to the stack (without the exception's message, which may hold content)."""
+    error_id = uuid.uuid4().hex[:12]
+    stack = "".join(traceback.TracebackException.from_exception(exc, capture_locals=False).stack.format())
+    logger.error(
+        "Internal API error %s: %s on %s %s\n%s", error_id, type(exc).__qualname__, request.method, request.path, stack
+    )
+    return error_response(INTERNAL.format(error_id=error_id), status=500)
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    """Answer every exception the API's views, auth and parser raise in the JSON contract."""
+    handlers = {
+        ApplicationError: _application_error,
+        DjangoValidationError: _django_validation_error,
+        ValidationError: _validation_error,
+        HttpError: _http_error,
+        AuthenticationError: _unauthorized,
+        Http404: _not_found,
+        RequestDataTooBig: _too_big,
+        OperationalError: _unavailable,
+        InterfaceError: _unavailable,
+        Exception: internal_error,
+    }
+    for exc_class, handler in handlers.items():
+        api.add_exception_handler(exc_class, handler)

@@ -1,0 +1,200 @@
+"""Recall, remember and forget: what the assistant calls before and while it answers."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Router, Schema, Status
+from pydantic import BeforeValidator, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Text, lookup, text
+from justai_memory.errors import ApplicationError
+from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
+from memories.models import Kind, Scope
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
+from memories.services.forget import forget_request_confirm, forget_request_create
+from memories.services.remember import REMEMBER_SCOPES, memory_remember
+from people.models import Person, Room
+from transcripts.models import Conversation
+
+router = Router(tags=["memories"])
+
+IDS_NOT_A_LIST = f"must be a list of at most {MAX_MEMORY_IDS} integer ids"
+
+
+def conversation_in(pk: int | None, room: Room) -> Conversation | None:
+    """The conversation ``pk`` (None for None); 404 when unknown, 400 when it belongs to another room."""
+    conversation = lookup(Conversation, pk, field="conversation_id")
+    if conversation is not None and conversation.room_id != room.pk:
+        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
+    return conversation
+
+
+# --- recall -------------------------------------------------------------------------------------
+
+
+class RecallIn(Input):
+    query: Text = Field(description="What the user just said, or what the assistant needs to know.")
+    room_id: Id
+    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
+    conversation_id: Id | None = Field(None, description="The conversation (of this room) the query belongs to.")
+    limit: int = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
+
+
+class TurnOut(Schema):
+    role: str
+    speaker_id: int | None
+    text: str
+    at: datetime
+
+
+class RecallOut(Schema):
+    memories: list[RecalledMemory]  # the selector's dataclass: a field it gains is answered and documented
+    prompt: str
+    withheld: bool
+    withheld_reason: str | None
+    working_memory: list[TurnOut]
+
+
+@router.post("/recall", response={200: RecallOut, **ERRORS}, url_name="internal-recall")
+def recall(request, payload: RecallIn):
+    """The memories, prompt block and working memory for the assistant's next answer."""
+    room = lookup(Room, payload.room_id, field="room_id")
+    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
+    conversation = conversation_in(payload.conversation_id, room)
+    result = memory_recall(
+        query=payload.query, speaker=speaker, room=room, conversation=conversation, limit=payload.limit
+    )
+    return {
+        "memories": result.memories,
+        "prompt": result.prompt,
+        "withheld": result.withheld,
+        "withheld_reason": result.withheld_reason or None,
+        "working_memory": result.working_memory,
+    }
+
+
+# --- remember -----------------------------------------------------------------------------------
+
+
+class RememberIn(Input):
+    content: Text = Field(
+        description="The fact as one complete sentence, e.g. 'The spare key for the cellar is in the blue tin in the hall.'"
+    )
+    room_id: Id
+    speaker_id: Id | None = None
+    conversation_id: Id | None = None
+    language: LanguageCode | None = Field(
+        None,
+        description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
+        "too short to tell: the conversation's, then the speaker's).",
+    )
+    scope: Literal[tuple(REMEMBER_SCOPES)] = Field(
+        Scope.SHARED.value,
+        description="shared: for the whole household (default); private: only for the speaker (needs a recognised "
+        "speaker); room: only relevant in this room.",
+    )
+    kind: Literal[tuple(Kind.values)] = Field(
+        Kind.FACT.value, description="fact (default), preference, procedure, note or episode."
+    )
+    about_id: Id | None = Field(None, description="The person the memory is about.")
+
+
+class RememberOut(Schema):
+    id: int
+    outcome: str
+    lifted_blocks: int
+
+
+@router.post("/memories/remember", response={201: RememberOut, **ERRORS}, url_name="internal-remember")
+def remember(request, payload: RememberIn):
+    """Store what the speaker asked to remember (confirmed); lifts their forget blocks on it."""
+    room = lookup(Room, payload.room_id, field="room_id")
+    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
+    conversation = conversation_in(payload.conversation_id, room)
+    about = lookup(Person, payload.about_id, field="about_id")
+    result = memory_remember(
+        content=payload.content,
+        speaker=speaker,
+        room=room,
+        language=payload.language,
+        conversation_language=conversation.language if conversation is not None else None,
+        scope=payload.scope,
+        kind=payload.kind,
+        about=about,
+        source_ref=f"conversation:{conversation.pk}" if conversation is not None else "",
+    )
+    return Status(
+        201, {"id": result.memory.pk, "outcome": result.outcome, "lifted_blocks": len(result.lifted_tombstones)}
+    )
+
+
+# --- forget -------------------------------------------------------------------------------------
+
+
+class FindToForgetIn(Input):
+    query: Text = Field(description="What to forget, in the user's words.")
+    room_id: Id
+    speaker_id: Id | None = None
+
+
+class CandidateOut(Schema):
+    id: int
+    content: str
+    label: str
+    scope: str
+
+
+class FindToForgetOut(Schema):
+    token: str | None
+    expires_at: IsoDateTime | None
+    candidates: list[CandidateOut]
+
+
+@router.post("/memories/find_to_forget", response={200: FindToForgetOut, **ERRORS}, url_name="internal-find-to-forget")
+def find_to_forget(request, payload: FindToForgetIn):
+    """`memory.find_to_forget`: candidates the speaker may see, and a 10-minute single-use token to confirm with."""
+    room = lookup(Room, payload.room_id, field="room_id")
+    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
+    token, expires_at, candidates = forget_request_create(query=payload.query, speaker=speaker, room=room)
+    return {"token": token, "expires_at": expires_at, "candidates": candidates}
+
+
+def _id_list(value: Any) -> Any:
+    if value is not None and (
+        not isinstance(value, list)
+        or len(value) > MAX_MEMORY_IDS
+        or any(isinstance(pk, bool) or not isinstance(pk, int) for pk in value)
+    ):
+        raise PydanticCustomError("id_list", IDS_NOT_A_LIST)
+    return value
+
+
+class ForgetIn(Input):
+    token: text(MAX_TOKEN_CHARS) = Field(description="The token memory_find_to_forget returned.")
+    confirm: bool = Field(False, description="true only when the user said yes.")
+    speaker_id: Id | None = None
+    memory_ids: Annotated[list[int] | None, BeforeValidator(_id_list)] = Field(
+        None, max_length=MAX_MEMORY_IDS, description="Only these of the candidates (default: all candidates)."
+    )
+
+    @field_validator("confirm", mode="before")
+    @classmethod
+    def _only_true_confirms(cls, value: Any) -> bool:
+        # Anything but JSON true ("true", 1, "yes") means "not confirmed": the service refuses with its reason.
+        return value is True
+
+
+class ForgetOut(Schema):
+    forgotten: int
+    memory_ids: list[int]
+
+
+@router.post("/memories/forget", response={200: ForgetOut, **ERRORS}, url_name="internal-forget")
+def forget(request, payload: ForgetIn):
+    """`memory.forget`: with the token and ``confirm: true``, forget the candidates (or ``memory_ids`` of them)."""
+    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
+    tombstones = forget_request_confirm(
+        token=payload.token, speaker=speaker, confirm=payload.confirm, memory_ids=payload.memory_ids
+    )
+    return {"forgotten": len(tombstones), "memory_ids": [t.memory_id for t in tombstones]}

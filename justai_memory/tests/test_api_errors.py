@@ -1,0 +1,113 @@
+"""The error contract of the internal API: every status is JSON ``{"error", "field"}``, never Django's HTML."""
+
+import logging
+import re
+
+import pytest
+from django.db import connection
+
+from justai_memory.api import memories as memories_api
+from memories.models import Memory
+from people.tests.factories import RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+POST_ONLY = [
+    "/internal/v1/recall",
+    "/internal/v1/memories/remember",
+    "/internal/v1/memories/find_to_forget",
+    "/internal/v1/memories/forget",
+    "/internal/v1/memories/observe",
+    "/internal/v1/conversations",
+    "/internal/v1/conversations/1/turns",
+    "/internal/v1/conversations/1/end",
+    "/internal/v1/sightings",
+    "/internal/v1/events",
+]
+GET_ONLY = ["/internal/v1/health", "/internal/v1/tools", "/internal/v1/conversations/1/working_memory"]
+
+
+def _contract(response, status: int, field=None) -> dict:
+    assert response.status_code == status, response.content
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error", "field"} and body["error"] and body["field"] == field
+    return body
+
+
+def test_closed_without_tokens_and_401_naming_the_header(client, settings):
+    settings.INTERNAL_API_TOKENS = []
+    _contract(client.post("/internal/v1/recall", {}, content_type="application/json"), 403)
+    settings.INTERNAL_API_TOKENS = ["a-long-enough-token", "another-long-token"]
+    for header in ("Bearer another-long-token", "bearer another-long-token "):
+        assert client.get("/internal/v1/tools", HTTP_AUTHORIZATION=header).status_code == 200
+    for header in ("Bearer another-long-toke", "Token another-long-token", "another-long-token"):
+        _contract(client.get("/internal/v1/tools", HTTP_AUTHORIZATION=header), 401, "Authorization")
+
+
+@pytest.mark.parametrize("path", POST_ONLY)
+def test_a_get_on_a_post_endpoint_is_a_json_405_with_allow(api, path):
+    response = api.get(path)
+    _contract(response, 405)
+    assert response["Allow"] == "POST"
+
+
+@pytest.mark.parametrize("path", GET_ONLY)
+def test_a_post_on_a_get_endpoint_is_a_json_405_with_allow(api, path):
+    response = api.post(path, {})
+    _contract(response, 405)
+    assert response["Allow"] == "GET"
+
+
+@pytest.mark.parametrize(
+    "path", ["/internal/v1/nope", "/internal/v1/", "/internal/v1/conversations/abc/turns", "/internal/v1/recall/x"]
+)
+def test_unknown_paths_are_a_json_404(api, path):
+    _contract(api.get(path), 404)
+    _contract(api.post(path, {}), 404)
+
+
+def test_a_validation_error_is_a_400_never_ninjas_422(api):
+    room = RoomFactory()
+    body = _contract(api.post("/internal/v1/recall", {"query": "x", "room_id": room.pk, "limit": 99}), 400, "limit")
+    assert "50" in body["error"]
+    body = _contract(api.post("/internal/v1/recall", {"room_id": room.pk}), 400, "query")
+    assert body["error"] == "'query' is required."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unreachable_database_is_a_json_503_and_the_api_recovers(api):
+    room = RoomFactory()
+    settings_dict = connection.settings_dict
+    port = settings_dict["PORT"]
+    connection.close()
+    settings_dict["PORT"] = "1"  # nothing listens there: connecting raises OperationalError
+    try:
+        for response in (
+            api.post("/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk}),
+            api.post("/internal/v1/memories/remember", {"content": "Der Schlüssel ist im Flur.", "room_id": room.pk}),
+        ):
+            _contract(response, 503)
+        health = api.get("/internal/v1/health")  # 503 with the report: which component is down
+        assert health.status_code == 503 and health.json()["components"]["database"]["ok"] is False
+    finally:
+        connection.close()
+        settings_dict["PORT"] = port
+    assert api.get("/internal/v1/health").json()["components"]["database"] == {"ok": True}
+    assert not Memory.objects.exists()
+
+
+def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_content(api, monkeypatch, caplog):
+    room = RoomFactory()
+
+    def broken(**kwargs):
+        raise RuntimeError(f"Failing row contains ({kwargs['query']})")
+
+    monkeypatch.setattr(memories_api, "memory_recall", broken)
+    with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
+        response = api.post("/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk})
+    body = _contract(response, 500)
+    [error_id] = re.findall(r"[0-9a-f]{12}", body["error"])
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert error_id in logged and "RuntimeError" in logged and "broken" in logged
+    assert "Zebra" not in logged and "Zebra" not in response.content.decode()

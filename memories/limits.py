@@ -1,0 +1,37 @@
+"""The size and range limits of what the assistant and the house may send; the API schemas and the services read them here.
+
+One place, so that the internal API's schemas (and the OpenAPI document and tool schemas made from
+them), the services behind them and the admin forms cannot disagree.
+"""
+
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+# Texts: memory content, recall and forget queries, conversation turns (after stripping).
+MAX_TEXT_CHARS = 4000
+MAX_TOKEN_CHARS = 200  # a forget confirmation token
+MAX_EVENT_KIND_CHARS = 64
+MAX_ROLE_CHARS = 16
+
+# Recall: how many memories one call returns.
+RECALL_LIMIT_DEFAULT = 10
+RECALL_LIMIT_MAX = 50
+
+# Lists in one call.
+MAX_TURNS_PER_CALL = 100
+MAX_MEMORY_IDS = 100  # memory.forget's memory_ids
+
+# Request bodies of the internal API: bytes, and nesting of JSON arrays and objects.
+MAX_BODY_BYTES = 64 * 1024
+MAX_JSON_DEPTH = 32
+
+# Times the house reports (sightings, events): from the epoch to a day ahead (clocks drift, zones differ).
+EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+FUTURE_SLACK = timedelta(days=1)
+TIMESTAMP_OUT_OF_RANGE = "'{field}' must lie between 1970-01-01 and one day from now."
+
+
+def timestamp_in_range(value: datetime) -> bool:
+    """Whether an aware ``value`` lies between the epoch and one day from now."""
+    return EARLIEST_TIMESTAMP <= value <= timezone.now() + FUTURE_SLACK

@@ -1,0 +1,186 @@
+"""How recall ranks: BM25 keyword scores, the one fusion, the noise rule, dates in questions, and why each memory came."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from conftest import one_hot
+from memories.selectors import keywords
+from memories.selectors.dates import question_dates
+from memories.selectors.fusion import Ranking, fuse
+from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates
+from memories.tests.factories import MemoryFactory
+from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.tests.factories import ConversationFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_statistics():
+    keywords.forget_statistics()
+    yield
+    keywords.forget_statistics()
+
+
+def analyze():
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    keywords.forget_statistics()
+
+
+def ids(result):
+    return [m.id for m in result.memories]
+
+
+def test_a_rare_word_match_beats_a_long_match_on_common_words():
+    room = RoomFactory()
+    for n in range(30):  # "good", "day" and "home" are in many memories
+        MemoryFactory(content=f"A good day at home number {n}", embedding=one_hot(n + 10))
+    long_common = MemoryFactory(
+        content="It was a good day, we stayed home, the weather was good and the day went by at home with good food",
+        embedding=one_hot(1),
+    )
+    rare = MemoryFactory(content="Minka the cat sleeps on the sofa all afternoon long", embedding=one_hot(2))
+    analyze()
+    candidates = recall_candidates(speaker=None, room=room)
+
+    hits = keyword_hits(candidates=candidates, query="Good day at home with Minka?", languages=["en"], limit=50)
+
+    # The long memory matches three words, several times each; the rare name weighs more.
+    assert hits[0].id == rare.pk
+    assert hits[0].score > next(hit.score for hit in hits if hit.id == long_common.pk)
+
+
+def test_a_tie_goes_to_the_memory_of_the_surer_path():
+    # 7 is the vector path's sure first hit; 3 is middling on both paths: the same fused score.
+    rankings = {
+        "vector": Ranking(hits=[(7, 0.6), (3, 0.3)]),
+        "keyword": Ranking(hits=[(3, 0.3)]),
+    }
+    fused = fuse(rankings, limit=10)
+    assert [hit.id for hit in fused] == [7, 3]
+    assert fused[0].score == fused[1].score
+    assert fused[1].found_by["vector"].rank == 2 and fused[1].found_by["keyword"].rank == 1
+
+
+def test_each_paths_first_hit_stays_and_scores_outweigh_middling_ranks_on_both():
+    vector = Ranking(hits=[(1, 0.9), *((pk, 0.5) for pk in range(20, 30))], weight=0.3, keep=1)
+    keyword = Ranking(hits=[(2, 10.0), *((pk, 4.0) for pk in range(20, 30))], relative=True, keep=1)
+    fused = fuse({"vector": vector, "keyword": keyword}, limit=3)
+    # Reciprocal rank fusion put 20 (2nd on both) above both firsts; here the keyword path's clear
+    # first leads, and the vector path's first is kept although 20..29 outscore it.
+    assert fused[0].id == 2
+    assert 1 in {hit.id for hit in fused}
+
+
+def test_a_supplementing_path_only_fills_free_places():
+    rankings = {
+        "vector": Ranking(hits=[(1, 0.5), (2, 0.4)]),
+        "keyword_other_language": Ranking(hits=[(9, 8.0), (1, 3.0)], supplement=True),
+    }
+    assert [hit.id for hit in fuse(rankings, limit=10)] == [1, 2, 9]
+    assert [hit.id for hit in fuse(rankings, limit=2)] == [1, 2]
+
+
+def test_a_date_in_the_question_lifts_the_memory_of_that_date():
+    room = RoomFactory()
+    conversation = ConversationFactory(room=room, language="de")
+    may = MemoryFactory(
+        content="Beim Arzt wurde Blut abgenommen", language="de", valid_at=datetime(2025, 5, 14, 9, tzinfo=UTC)
+    )
+    september = MemoryFactory(
+        content="Beim Arzt wurde Blut abgenommen.", language="de", valid_at=datetime(2025, 9, 3, 9, tzinfo=UTC)
+    )
+    for question, first in (("Was war im Mai beim Arzt?", may), ("Was war im September beim Arzt?", september)):
+        result = memory_recall(query=question, speaker=None, room=room, conversation=conversation)
+        assert ids(result)[0] == first.pk
+        assert "date" in result.memories[0].found_by
+        assert "date" not in result.memories[1].found_by
+
+
+def test_a_relative_date_counts_from_today():
+    room = RoomFactory()
+    conversation = ConversationFactory(room=room, language="it")
+    yesterday = MemoryFactory(
+        content="Abbiamo comprato il pane", language="it", valid_at=timezone.now() - timedelta(days=1)
+    )
+    MemoryFactory(content="Abbiamo comprato il pane.", language="it", valid_at=timezone.now() - timedelta(days=40))
+    result = memory_recall(query="Cosa abbiamo comprato ieri?", speaker=None, room=room, conversation=conversation)
+    assert ids(result)[0] == yesterday.pk
+
+
+def test_question_dates_reads_spans_in_the_households_languages():
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    spans = {
+        q: [
+            (s.start.date().isoformat(), s.end.date().isoformat(), s.every_year)
+            for s in question_dates(query=q, languages=["it"], now=now)
+        ]
+        for q in (
+            "Wann war der Termin im Mai?",
+            "in July 2023",
+            "Cosa è successo ieri?",
+            "Wofür ist 4711?",
+            "Was haben wir letzte Woche gemacht?",
+        )
+    }
+    assert spans["Wann war der Termin im Mai?"] == [("2026-05-01", "2026-06-01", True)]  # any May
+    assert spans["in July 2023"] == [("2023-07-01", "2023-08-01", False)]
+    assert spans["Cosa è successo ieri?"] == [("2026-11-30", "2026-12-01", False)]
+    assert spans["Wofür ist 4711?"] == []  # a number is no date
+    assert spans["Was haben wir letzte Woche gemacht?"] == [("2026-11-23", "2026-11-30", False)]
+
+
+def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
+    room = RoomFactory()
+    giulia = PersonFactory(preferred_language="it")
+    # Far from the question by meaning; they share only function words with it ("ist", "der").
+    MemoryFactory(content="Der Code für das Gartentor ist 4711", language="de", embedding=one_hot(3))
+    MemoryFactory(content="Die Katze ist der Liebling der Familie", language="de", embedding=one_hot(4))
+    MemoryFactory(content="Il gatto è il preferito della famiglia", language="it", embedding=one_hot(5))
+    analyze()
+
+    result = memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room)
+
+    assert ids(result) == []
+    assert "No long-term memories match" in result.prompt
+
+    appointment = MemoryFactory(
+        content="Der Termin beim Arzt ist am Montag um neun", language="de", embedding=one_hot(6)
+    )
+    assert ids(memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room)) == [appointment.pk]
+
+
+def test_a_weak_keyword_only_match_far_from_the_question_by_meaning_is_left_out():
+    room = RoomFactory()
+    query = "Termin Zahnarzt Kalender"
+    strong = MemoryFactory(content="Termin beim Zahnarzt steht im Kalender", language="de", embedding=one_hot(3))
+    weak = MemoryFactory(
+        content="Der Kalender hängt in der Küche neben dem Kühlschrank", language="de", embedding=one_hot(4)
+    )
+    analyze()
+    result = memory_recall(query=query, speaker=None, room=room)
+    assert ids(result) == [strong.pk]
+    # The same weak words, close by meaning: it stays.
+    from memories.embedders import get_embedder
+
+    weak.embedding = get_embedder().embed_query(query)
+    weak.save(update_fields=["embedding"])
+    assert set(ids(memory_recall(query=query, speaker=None, room=room))) == {strong.pk, weak.pk}
+
+
+def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
+    room = RoomFactory()
+    anna = PersonFactory(preferred_language="en")
+    both = MemoryFactory(content="The gate code is 4711")
+    about = MemoryFactory(content="Anna likes jazz", about=anna, embedding=one_hot(9))
+    analyze()
+    result = memory_recall(query="What is the gate code?", speaker=anna, room=room)
+    why = {m.id: m.found_by for m in result.memories}
+    assert why[both.pk]["vector"].rank == 1 and why[both.pk]["vector"].score > 0.2
+    assert why[both.pk]["keyword"].rank == 1 and why[both.pk]["keyword"].score > 0
+    assert set(why[about.pk]) == {"about_speaker"}
+    assert "0." not in result.prompt.split("\n", 1)[1] and "rank" not in result.prompt
