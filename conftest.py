@@ -44,11 +44,21 @@ def api(client, api_token):
     """A client for the internal API with a valid bearer token; ``api.post(path, data)`` sends JSON."""
 
     class Api:
-        def get(self, path, **kwargs):
-            return client.get(path, HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs)
+        def get(self, path, data=None, **kwargs):
+            return client.get(path, data, HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs)
 
         def post(self, path, data=None, **kwargs):
             return client.post(
+                path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
+            )
+
+        def patch(self, path, data=None, **kwargs):
+            return client.patch(
+                path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
+            )
+
+        def delete(self, path, data=None, **kwargs):
+            return client.delete(
                 path, data=data, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}", **kwargs
             )
 

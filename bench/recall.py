@@ -227,7 +227,7 @@ def statement_kind(sql: str) -> str:
     """Which of recall's statements this is (by markers of their SQL)."""
     if "few0" in sql:
         return "vector"
-    if "ts_rank" in sql:
+    if "WITH words AS MATERIALIZED" in sql:
         return "keyword"
     if "about_id = " in sql and "ORDER BY id DESC" in sql:
         return "about the speaker"
@@ -365,7 +365,11 @@ def plans(*, speaker, room, conversation, question: str) -> None:
             query=question, speaker=speaker, room=room, conversation=conversation, record_access=False
         )
     )
-    names = {"vector (both plans, gated)": "UNION ALL", "keyword": "ts_rank", "about the speaker": "about_id"}
+    names = {
+        "vector (both plans, gated)": "UNION ALL",
+        "keyword": "WITH words AS MATERIALIZED",
+        "about the speaker": "about_id",
+    }
     for name, marker in names.items():
         statement = next((s for s in sql if marker in s and s.lstrip().startswith(("SELECT", "(", "WITH"))), None)
         if statement:
@@ -434,7 +438,7 @@ def main() -> None:
     from django.db import connection
 
     from memories.models import Memory, Tombstone
-    from memories.selectors import recall as recall_selectors
+    from memories.selectors import keywords
     from memories.services.embeddings import active_embedder
     from people.models import Person, Room
     from transcripts.models import Conversation, Turn
@@ -492,7 +496,7 @@ def main() -> None:
                 extra += [(*r[:10], "room", None, attic.pk, *r[13:]) for r in corpus.rows(200, 6)]
             seconds = corpus.load(start=present, count=size - present - len(extra), extra_rows=extra)
             print(f"loaded {Memory.objects.count()} memories in {seconds:.1f} s (COPY + index builds)")
-            recall_selectors._frequent_lexemes.clear()  # statistics changed with the ANALYZE after loading
+            keywords.forget_statistics()  # statistics changed with the ANALYZE after loading
         print(f"\n== {Memory.objects.count()} memories")
         rng = random.Random(size)
         floor = select_one_ms()

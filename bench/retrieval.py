@@ -116,7 +116,7 @@ def main() -> None:
             )
             ranked["vector"].append([pk for pk, _ in hits])
             hits = keyword_hits(candidates=candidates, query=question, languages=[language], limit=args.limit)
-            ranked["keyword"].append([pk for pk, _ in hits])
+            ranked["keyword"].append([hit.id for hit in hits])
             recalled = memory_recall(
                 query=question, speaker=None, room=room, conversation=conversation, limit=args.limit
             )

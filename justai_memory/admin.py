@@ -11,6 +11,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from justai_memory.household import person_delete, person_delete_preview, person_export
+from memories.actors import Actor
 from people.models import Person, Room
 
 
@@ -95,11 +96,11 @@ class PersonAdmin(admin.ModelAdmin):
     # The stock confirmation page already lists the private memories that go with the person
     # (they cascade); the template adds that their conversations will never be extracted.
     def delete_model(self, request, obj):
-        person_delete(person=obj, actor=f"admin:{request.user.pk}")
+        person_delete(person=obj, actor=Actor.admin(request.user))
 
     def delete_queryset(self, request, queryset):
         for person in queryset:
-            person_delete(person=person, actor=f"admin:{request.user.pk}")
+            person_delete(person=person, actor=Actor.admin(request.user))
 
 
 @admin.register(Room)

@@ -210,6 +210,7 @@ AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health chec
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
 EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
+CONVERSATION_IDLE_MINUTES = env.int("CONVERSATION_IDLE_MINUTES", default=30)
 # Language detection of texts stored without a language (memories.languages): "high" (lingua's
 # high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,
 # trigrams only: fine on long texts, wrong on many short ones). bench/languages.py measures both.

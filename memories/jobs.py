@@ -3,6 +3,7 @@
 import logging
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.services.consolidate import memories_consolidate, memories_consolidate_queued
 
 logger = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ def memories_consolidate_job(run_id: int | None = None) -> int | None:
         run = memories_consolidate_queued(run_id=run_id)
         return run.pk if run else None
     try:
-        run = memories_consolidate(started_by="schedule")
+        run = memories_consolidate(started_by=Actor.SCHEDULE)
     except ApplicationError as exc:
         # Not a failure worth a retry: the run that holds the lock does the same work.
         logger.info("consolidation skipped: %s", exc.message)

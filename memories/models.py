@@ -381,34 +381,3 @@ class EmbeddingSpace(models.Model):
 
     def __str__(self):
         return f"{self.embedder} ({self.dim}-d)"
-
-
-class MemorySettings(models.Model):
-    """The household's admin-editable settings (one row)."""
-
-    personal_memories_to_cloud = models.BooleanField(
-        default=False,
-        help_text="Allow memories to reach cloud models (recall for cloud conversations, cloud extraction).",
-    )
-    transcript_retention_days = models.PositiveIntegerField(default=365, validators=[MinValueValidator(1)])
-    sighting_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
-    event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
-
-    class Meta:
-        verbose_name = verbose_name_plural = "settings"
-        constraints = [
-            models.CheckConstraint(condition=Q(pk=1), name="memory_settings_singleton"),
-            models.CheckConstraint(
-                condition=Q(
-                    transcript_retention_days__gte=1, sighting_retention_days__gte=1, event_retention_days__gte=1
-                ),
-                name="memory_settings_retention_positive",
-            ),
-        ]
-
-    def __str__(self):
-        return "Settings"
-
-    @classmethod
-    def load(cls) -> "MemorySettings":
-        return cls.objects.get_or_create(pk=1)[0]

@@ -1,4 +1,5 @@
 from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -43,3 +44,37 @@ class Room(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class Household(models.Model):
+    """The household's admin-editable settings (one row): what may reach the cloud, how long records are kept.
+
+    At the bottom layer so that memories (the cloud rule) and transcripts (retention) both read it.
+    """
+
+    personal_memories_to_cloud = models.BooleanField(
+        default=False,
+        help_text="Allow memories to reach cloud models (recall for cloud conversations, cloud extraction).",
+    )
+    transcript_retention_days = models.PositiveIntegerField(default=365, validators=[MinValueValidator(1)])
+    sighting_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
+    event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
+
+    class Meta:
+        verbose_name = verbose_name_plural = "household settings"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(pk=1), name="household_singleton"),
+            models.CheckConstraint(
+                condition=models.Q(
+                    transcript_retention_days__gte=1, sighting_retention_days__gte=1, event_retention_days__gte=1
+                ),
+                name="household_retention_positive",
+            ),
+        ]
+
+    def __str__(self):
+        return "Household settings"
+
+    @classmethod
+    def load(cls) -> "Household":
+        return cls.objects.get_or_create(pk=1)[0]

@@ -1,18 +1,13 @@
 """The admin for transcripts: conversations with their turns (read-only), extraction status, re-running extraction."""
 
-import functools
 import json
 
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import Count
 from django.utils.html import format_html
-from django_q.tasks import async_task
 
 from transcripts.models import Conversation, Event, Sighting, Turn
-
-# The job's dotted path is stable (schedules and queued tasks store it); it takes a conversation id.
-EXTRACT_JOB = "transcripts.jobs.conversation_extract_job"
+from transcripts.services.rerun import conversations_extract_rerun
 
 
 def stats_text(stats: dict) -> str:
@@ -69,6 +64,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "model_location",
         "turn_count",
         "ended_at",
+        "ended_by",
         "extraction_status",
         "extraction_stats_text",
     ]
@@ -79,6 +75,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "room",
         ("speaker", admin.RelatedOnlyFieldListFilter),
         EndedFilter,
+        "ended_by",
         "extraction_blocked",
         "started_at",
     ]
@@ -87,7 +84,7 @@ class ConversationAdmin(admin.ModelAdmin):
     inlines = [TurnInline]
     actions = ["rerun_extraction"]
     fieldsets = [
-        (None, {"fields": ["room", "speaker", "language", "model_location", "started_at", "ended_at"]}),
+        (None, {"fields": ["room", "speaker", "language", "model_location", "started_at", "ended_at", "ended_by"]}),
         (
             "Extraction",
             {
@@ -109,6 +106,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "model_location",
         "started_at",
         "ended_at",
+        "ended_by",
         "extraction_status",
         "extraction_stats_pretty",
         "extraction_attempts",
@@ -147,33 +145,20 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-run extraction of the selected conversations", permissions=["change"])
     def rerun_extraction(self, request, queryset):
-        """Queue the extraction job (by id) for each ended conversation whose speaker was not deleted."""
-        selected = list(queryset.values_list("pk", "ended_at", "extraction_blocked"))
-        queued = [pk for pk, ended_at, blocked in selected if ended_at and not blocked]
-        for pk in queued:
-            transaction.on_commit(
-                functools.partial(async_task, EXTRACT_JOB, pk, task_name=f"extract-conversation-{pk}")
-            )
-        if queued:
+        """Reset and queue the extraction of the selected conversations (``conversations_extract_rerun``)."""
+        result = conversations_extract_rerun(conversation_ids=list(queryset.values_list("pk", flat=True)))
+        if result.queued:
             self.message_user(
                 request,
-                f"Queued extraction for {len(queued)} conversation(s): {', '.join(f'#{pk}' for pk in queued)}.",
+                f"Queued extraction for {len(result.queued)} conversation(s): "
+                f"{', '.join(f'#{pk}' for pk in result.queued)}.",
                 messages.SUCCESS,
             )
-        open_ids = [pk for pk, ended_at, _ in selected if not ended_at]
-        blocked_ids = [pk for pk, ended_at, blocked in selected if ended_at and blocked]
-        if open_ids:
-            self.message_user(
-                request,
-                f"Not queued, still open: {', '.join(f'#{pk}' for pk in open_ids)}. Extraction runs after the end.",
-                messages.WARNING,
-            )
-        if blocked_ids:
-            self.message_user(
-                request,
-                f"Not queued, speaker deleted (never extracted): {', '.join(f'#{pk}' for pk in blocked_ids)}.",
-                messages.WARNING,
-            )
+        by_reason: dict[str, list[int]] = {}
+        for pk, reason in sorted(result.refused.items()):
+            by_reason.setdefault(reason, []).append(pk)
+        for reason, ids in by_reason.items():
+            self.message_user(request, f"Not queued, {reason}: {', '.join(f'#{pk}' for pk in ids)}.", messages.WARNING)
 
 
 @admin.register(Sighting)

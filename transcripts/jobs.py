@@ -6,7 +6,8 @@ The dotted paths are stored in queued tasks and schedules (justai_memory/schedul
 import logging
 
 from transcripts.models import Conversation
-from transcripts.services.extraction import conversation_extract, conversations_extract_sweep
+from transcripts.services.conversations import conversations_sweep
+from transcripts.services.extraction import conversation_extract
 from transcripts.services.retention import transcripts_purge
 
 logger = logging.getLogger(__name__)
@@ -24,8 +25,10 @@ def conversation_extract_job(conversation_id: int) -> str:
 
 
 def conversations_extract_sweep_job() -> dict:
-    """memory.extract_sweep: re-queue conversations whose extraction job was lost or may now run locally."""
-    return conversations_extract_sweep()
+    """memory.extract_sweep: end idle conversations; re-queue those whose extraction job was lost or may now run locally."""
+    counts = conversations_sweep()
+    logger.info("memory.extract_sweep %s", counts)
+    return counts
 
 
 def transcripts_purge_job() -> dict:

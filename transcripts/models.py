@@ -22,6 +22,11 @@ class ExtractionStatus(models.TextChoices):
     BLOCKED = "blocked", "blocked (speaker deleted)"
 
 
+class EndedBy(models.TextChoices):
+    ASSISTANT = "assistant", "the assistant (end)"
+    IDLE = "idle", "the sweep (no new turn for CONVERSATION_IDLE_MINUTES)"
+
+
 class Conversation(models.Model):
     """A session with the assistant: who spoke (None = unknown), where, in which language."""
 
@@ -33,6 +38,7 @@ class Conversation(models.Model):
     model_location = models.CharField(max_length=8, choices=ModelLocation.choices, default=ModelLocation.LOCAL)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
+    ended_by = models.CharField(max_length=16, choices=EndedBy.choices, blank=True)
     extraction_status = models.CharField(max_length=16, choices=ExtractionStatus.choices, default=ExtractionStatus.OPEN)
     extraction_blocked = models.BooleanField(
         default=False, help_text="Never extract (its speaker was deleted: it must not become shared memories)."
@@ -48,6 +54,9 @@ class Conversation(models.Model):
         constraints = [
             choices_constraint("model_location", ModelLocation, "conversation_model_location_valid"),
             choices_constraint("extraction_status", ExtractionStatus, "conversation_extraction_status_valid"),
+            models.CheckConstraint(
+                condition=Q(ended_by="") | Q(ended_by__in=EndedBy.values), name="conversation_ended_by_valid"
+            ),
             models.CheckConstraint(condition=Q(language__regex=LANGUAGE_CODE_REGEX), name="conversation_language_iso"),
             models.CheckConstraint(
                 condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),

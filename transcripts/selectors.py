@@ -91,3 +91,21 @@ def person_sightings(*, person) -> QuerySet:
 
 def person_events(*, person) -> QuerySet:
     return Event.objects.filter(person=person).order_by("occurred_at", "id")
+
+
+def conversation_ids_with_status(*, status: str) -> list[int]:
+    """The ids of the ended conversations whose extraction has ``status``."""
+    return list(
+        Conversation.objects.filter(extraction_status=status, ended_at__isnull=False)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def conversations_idle(*, before: datetime) -> QuerySet[Conversation]:
+    """Open conversations whose last turn (or start, without turns) is older than ``before``."""
+    return (
+        Conversation.objects.filter(ended_at__isnull=True, started_at__lt=before)
+        .exclude(turns__created_at__gte=before)
+        .order_by("pk")
+    )

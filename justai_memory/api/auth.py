@@ -12,11 +12,16 @@ API_CLOSED = "The internal API is closed: no INTERNAL_API_TOKENS configured."
 
 
 def token_valid(request: HttpRequest) -> bool:
-    """Whether the request carries ``Authorization: Bearer <one of INTERNAL_API_TOKENS>``.
+    """Whether the request carries ``Authorization: Bearer <one of INTERNAL_API_TOKENS>``."""
+    return authorization_valid(request.headers.get("Authorization", ""))
+
+
+def authorization_valid(header: str) -> bool:
+    """Whether an ``Authorization`` header value is ``Bearer <one of INTERNAL_API_TOKENS>`` (the JSON API and MCP).
 
     Every configured token is compared, in constant time, so timing says nothing about which one nearly matched.
     """
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    scheme, _, token = header.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return False

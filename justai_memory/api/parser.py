@@ -1,6 +1,7 @@
 """The request-body parser of the internal API: size and nesting bounded before json.loads sees the body."""
 
 import json
+import math
 import re
 
 from django.http import HttpRequest
@@ -34,12 +35,19 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e999
+        raise ValueError("a number beyond float range")
+    return value
+
+
 class BoundedJsonParser(Parser):
     """JSON bodies of at most MAX_BODY_BYTES, nested at most MAX_JSON_DEPTH deep, that are objects.
 
     Python's json module recurses per level and raises RecursionError on deep input, so the depth is
-    counted first. NaN and Infinity (accepted by Python, not JSON) are refused: PostgreSQL's jsonb
-    cannot store them.
+    counted first. NaN, Infinity (accepted by Python, not JSON) and numbers beyond float range (1e999)
+    are refused: PostgreSQL's jsonb cannot store them.
     """
 
     def parse_body(self, request: HttpRequest) -> dict:
@@ -49,7 +57,7 @@ class BoundedJsonParser(Parser):
         if json_depth(body) > MAX_JSON_DEPTH:
             raise ApplicationError(BODY_TOO_DEEP, field="body")
         try:
-            data = json.loads(body, parse_constant=_no_constant)
+            data = json.loads(body, parse_constant=_no_constant, parse_float=_finite)
         except (ValueError, UnicodeDecodeError):
             raise ApplicationError(BODY_NOT_JSON, field="body") from None
         if not isinstance(data, dict):

@@ -208,7 +208,10 @@ def test_a_form_encoded_or_empty_body_names_the_body(api, client, api_token, hom
     nan = client.post(
         "/internal/v1/events", data=b'{"kind": "x", "payload": {"v": NaN}}', content_type="application/json", **auth
     )
-    for response in (form, empty, nan):
+    huge = client.post(
+        "/internal/v1/events", data=b'{"kind": "x", "payload": {"v": 1e999}}', content_type="application/json", **auth
+    )
+    for response in (form, empty, nan, huge):
         assert response.status_code == 400 and response.json()["field"] == "body", response.content
     assert not Event.objects.exists()
 

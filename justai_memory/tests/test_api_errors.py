@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.test import Client
 
 from justai_memory.api import memories as memories_api
 from memories.models import Memory
@@ -111,3 +112,15 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert error_id in logged and "RuntimeError" in logged and "broken" in logged
     assert "Zebra" not in logged and "Zebra" not in response.content.decode()
+
+
+def test_posts_need_no_csrf_token_the_bearer_token_is_the_credential(api_token):
+    client = Client(enforce_csrf_checks=True)
+    room = RoomFactory()
+    response = client.post(
+        "/internal/v1/memories/remember",
+        {"content": "Der Code für das Gartentor ist 4711.", "room_id": room.pk},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api_token}",
+    )
+    assert response.status_code == 201

@@ -7,7 +7,6 @@ recall preview), forget blocks, consolidation runs, settings and the text-free r
 from memories.admin.consolidation import ConsolidationRunAdmin
 from memories.admin.memory import MemoryAdmin
 from memories.admin.records import AuditEventAdmin, EmbeddingSpaceAdmin
-from memories.admin.settings import MemorySettingsAdmin
 from memories.admin.tombstone import TombstoneAdmin
 
 __all__ = [
@@ -15,6 +14,5 @@ __all__ = [
     "ConsolidationRunAdmin",
     "EmbeddingSpaceAdmin",
     "MemoryAdmin",
-    "MemorySettingsAdmin",
     "TombstoneAdmin",
 ]

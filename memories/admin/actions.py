@@ -4,7 +4,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from memories.admin.base import admin_actor
+from memories.actors import Actor
 from memories.services.forget import tombstone_lift
 
 
@@ -12,7 +12,9 @@ from memories.services.forget import tombstone_lift
 def lift_blocks(modeladmin, request, queryset):
     """Confirm, then lift the selected forget blocks (``tombstone_lift``): their content may be stored again."""
     if request.POST.get("post"):
-        lifted = tombstone_lift(tombstone_ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request))
+        lifted = tombstone_lift(
+            tombstone_ids=list(queryset.values_list("pk", flat=True)), actor=Actor.admin(request.user)
+        )
         modeladmin.message_user(request, f"Lifted {lifted} forget block(s).", messages.SUCCESS)
         return None
     context = {

@@ -5,11 +5,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 
-def admin_actor(request) -> str:
-    """How the audit trail names an admin user."""
-    return f"admin:{request.user.pk}"
-
-
 def memory_link(pk: int) -> str:
     return format_html('<a href="{}">#{}</a>', reverse("admin:memories_memory_change", args=[pk]), pk)
 

@@ -9,7 +9,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from justai_memory.errors import ApplicationError
-from memories.admin.base import RecordAdmin, admin_actor
+from memories.actors import Actor
+from memories.admin.base import RecordAdmin
 from memories.models import ConsolidationRun
 from memories.services.consolidate import memories_consolidate_queue
 
@@ -57,7 +58,7 @@ class ConsolidationRunAdmin(RecordAdmin):
             raise PermissionDenied
         try:
             run = memories_consolidate_queue(
-                started_by=admin_actor(request), dry_run=request.POST.get("dry_run") == "1"
+                started_by=Actor.admin(request.user), dry_run=request.POST.get("dry_run") == "1"
             )
         except ApplicationError as exc:
             self.message_user(request, exc.message, messages.ERROR)

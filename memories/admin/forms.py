@@ -3,7 +3,8 @@
 from django import forms
 
 from memories.limits import MAX_TEXT_CHARS
-from memories.models import Memory, Scope
+from memories.models import Memory
+from memories.scopes import scope_holders
 from memories.services.edit import EDITABLE_FIELDS
 from people.models import Person, Room
 from transcripts.models import Conversation
@@ -14,11 +15,10 @@ class ScopeFormMixin:
 
     def clean(self):
         cleaned = super().clean()
-        scope = cleaned.get("scope")
-        if scope and scope != Scope.PRIVATE:
-            cleaned["owner"] = None
-        if scope and scope != Scope.ROOM:
-            cleaned["room"] = None
+        if cleaned.get("scope"):
+            cleaned["owner"], cleaned["room"] = scope_holders(
+                scope=cleaned["scope"], owner=cleaned.get("owner"), room=cleaned.get("room")
+            )
         return cleaned
 
 

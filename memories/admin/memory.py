@@ -9,7 +9,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from justai_memory.errors import ApplicationError
-from memories.admin.base import admin_actor, memory_link
+from memories.actors import Actor
+from memories.admin.base import memory_link
 from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.admin.recall_preview import RecallPreviewMixin
@@ -96,11 +97,13 @@ class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
 
     # Deleting in the admin is forgetting: a text-less tombstone stays and blocks the content's return.
     def delete_model(self, request, obj):
-        memories_forget(memory_ids=[obj.pk], actor=admin_actor(request), by_user=request.user)
+        memories_forget(memory_ids=[obj.pk], actor=Actor.admin(request.user), by_user=request.user)
 
     def delete_queryset(self, request, queryset):
         memories_forget(
-            memory_ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request), by_user=request.user
+            memory_ids=list(queryset.values_list("pk", flat=True)),
+            actor=Actor.admin(request.user),
+            by_user=request.user,
         )
 
     def get_search_results(self, request, queryset, search_term):
@@ -231,7 +234,7 @@ class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             changes = {name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE_FIELDS}
-            result = memory_edit(memory=obj, actor=admin_actor(request), **changes)
+            result = memory_edit(memory=obj, actor=Actor.admin(request.user), **changes)
             for other in result.merged_ids:
                 self.message_user(
                     request,
@@ -248,7 +251,7 @@ class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
             room=data.get("room"),
             about=data.get("about"),
             importance=data["importance"],
-            actor=admin_actor(request),
+            actor=Actor.admin(request.user),
         )
         obj.pk = result.memory.pk
         obj._state.adding = False

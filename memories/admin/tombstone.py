@@ -2,8 +2,9 @@
 
 from django.contrib import admin
 
+from memories.actors import Actor
 from memories.admin.actions import lift_blocks
-from memories.admin.base import RecordAdmin, admin_actor
+from memories.admin.base import RecordAdmin
 from memories.models import Tombstone
 from memories.services.forget import tombstone_lift
 
@@ -37,7 +38,7 @@ class TombstoneAdmin(RecordAdmin):
         return actions
 
     def delete_model(self, request, obj):
-        tombstone_lift(tombstone_ids=[obj.pk], actor=admin_actor(request))
+        tombstone_lift(tombstone_ids=[obj.pk], actor=Actor.admin(request.user))
 
     def delete_queryset(self, request, queryset):
-        tombstone_lift(tombstone_ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request))
+        tombstone_lift(tombstone_ids=list(queryset.values_list("pk", flat=True)), actor=Actor.admin(request.user))

@@ -1,6 +1,6 @@
 """The cloud rule, in one place: may memories reach a model that runs in the cloud?"""
 
-from memories.models import MemorySettings
+from people.models import Household
 
 CLOUD = "cloud"
 WITHHELD_FOR_CLOUD = (
@@ -13,4 +13,4 @@ def memories_allowed_for(*, model_location: str) -> bool:
     """True for a local model; for a cloud model only when the admin allowed personal memories to the cloud."""
     if model_location != CLOUD:
         return True
-    return MemorySettings.load().personal_memories_to_cloud
+    return Household.load().personal_memories_to_cloud

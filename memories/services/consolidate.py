@@ -35,6 +35,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.matching import may_be_duplicates
 from memories.models import (
@@ -117,7 +118,7 @@ def memories_consolidate(
             candidates = near_duplicate_pairs(threshold=threshold, progress=report)
             with transaction.atomic():
                 changes = _consolidate(
-                    candidates=candidates, threshold=threshold, actor=f"consolidation:{run.pk}", report=report
+                    candidates=candidates, threshold=threshold, actor=Actor.consolidation(run.pk), report=report
                 )
                 if dry_run:
                     transaction.set_rollback(True)

@@ -13,6 +13,7 @@ from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.scopes import scope_holders
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
@@ -133,10 +134,7 @@ def memory_edit(
     language_check(memory.language)
     memory.subject = memory.subject.strip().lower()
     memory.predicate = memory.predicate.strip().lower()
-    if memory.scope != Scope.PRIVATE:
-        memory.owner = None
-    if memory.scope != Scope.ROOM:
-        memory.room = None
+    memory.owner, memory.room = scope_holders(scope=memory.scope, owner=memory.owner, room=memory.room)
     try:
         memory.full_clean(exclude=["embedding", "search_vector"])
     except ValidationError as exc:

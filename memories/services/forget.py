@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates
@@ -35,10 +36,6 @@ TOKEN_USED = "This confirmation token was already used."
 TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."
 IDS_EMPTY = "'memory_ids' must not be empty: leave it out to forget every candidate."
 IDS_OUTSIDE = "'memory_ids' may only name candidates of this confirmation token: {ids} are not."
-
-
-def _actor(person) -> str:
-    return f"person:{person.pk}" if person is not None else "tool"
 
 
 def _token_hash(token: str) -> str:
@@ -153,7 +150,7 @@ def forget_request_confirm(
         else Memory.objects.visible_to(speaker=request.speaker, room=request.room)
     )
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
-    tombstones = memories_forget(memory_ids=visible, actor=_actor(speaker), by_person=speaker)
+    tombstones = memories_forget(memory_ids=visible, actor=Actor.speaker(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
 

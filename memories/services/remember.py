@@ -3,6 +3,7 @@
 from django.db import transaction
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.languages import language_for
 from memories.models import Kind, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreResult, memory_store
@@ -52,10 +53,9 @@ def memory_remember(
         kind=kind,
         language=language,
         scope=scope,
-        owner=speaker if scope == Scope.PRIVATE else None,
-        room=room if scope == Scope.ROOM else None,
+        owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
+        room=room,
         about=about,
         source_ref=source_ref,
     )
-    actor = f"person:{speaker.pk}" if speaker is not None else "tool"
-    return memory_store(draft=draft, actor=actor, lift_blocks_for=(speaker, room))
+    return memory_store(draft=draft, actor=Actor.speaker(speaker), lift_blocks_for=(speaker, room))

@@ -28,6 +28,7 @@ from memories.models import (
     Source,
     Tombstone,
 )
+from memories.scopes import scope_holders
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -92,10 +93,7 @@ def _validate(draft: MemoryDraft) -> None:
         raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope")
     if draft.scope == Scope.ROOM and draft.room is None:
         raise ApplicationError(ROOM_NEEDS_ROOM, field="room")
-    if draft.scope != Scope.PRIVATE:
-        draft.owner = None
-    if draft.scope != Scope.ROOM:
-        draft.room = None
+    draft.owner, draft.room = scope_holders(scope=draft.scope, owner=draft.owner, room=draft.room)
     language_check(draft.language)
     for name in ("confidence", "importance"):
         value = getattr(draft, name)

@@ -9,7 +9,7 @@ from django.urls import reverse
 from conftest import one_hot
 from memories.admin import MemoryAdmin
 from memories.embedders import get_embedder
-from memories.models import AuditEvent, ConsolidationRun, Memory, MemorySettings, Provenance, Scope, Status
+from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Status
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
@@ -371,52 +371,6 @@ def test_the_recall_preview_page_shows_its_form(admin_client):
 def test_the_memory_list_links_the_recall_preview_and_the_note_form(admin_client):
     html = admin_client.get(CHANGELIST).content.decode()
     assert reverse("admin:memories_memory_recall_preview") in html and "Add a note" in html
-
-
-# --- settings -----------------------------------------------------------------------------------
-
-
-def test_the_settings_list_is_the_one_settings_page(admin_client):
-    response = admin_client.get(reverse("admin:memories_memorysettings_changelist"))
-    assert response.status_code == 302
-    assert response.url == reverse("admin:memories_memorysettings_change", args=[1])
-    html = admin_client.get(response.url).content.decode()
-    assert "personal_memories_to_cloud" in html and "transcript_retention_days" in html
-
-
-def test_saving_the_settings_changes_the_cloud_flag_and_the_retention(admin_client):
-    MemorySettings.load()
-    url = reverse("admin:memories_memorysettings_change", args=[1])
-    response = admin_client.post(
-        url,
-        {
-            "personal_memories_to_cloud": "on",
-            "transcript_retention_days": 30,
-            "sighting_retention_days": 7,
-            "event_retention_days": 14,
-        },
-    )
-    assert response.status_code == 302 and response.url == url
-    row = MemorySettings.load()
-    assert (row.personal_memories_to_cloud, row.transcript_retention_days) == (True, 30)
-
-
-def test_settings_can_be_neither_added_nor_deleted(admin_client):
-    MemorySettings.load()
-    assert admin_client.get(reverse("admin:memories_memorysettings_add")).status_code == 403
-    assert (
-        admin_client.post(reverse("admin:memories_memorysettings_delete", args=[1]), {"post": "yes"}).status_code == 403
-    )
-    assert MemorySettings.objects.count() == 1
-
-
-def test_zero_retention_days_are_refused(admin_client):
-    MemorySettings.load()
-    url = reverse("admin:memories_memorysettings_change", args=[1])
-    response = admin_client.post(
-        url, {"transcript_retention_days": 0, "sighting_retention_days": 7, "event_retention_days": 14}
-    )
-    assert response.status_code == 200 and MemorySettings.load().transcript_retention_days == 365
 
 
 # --- consolidation runs -------------------------------------------------------------------------

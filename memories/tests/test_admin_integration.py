@@ -59,6 +59,16 @@ def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, house
     assert "blue tin" in response.content.decode()
 
 
+def test_the_preview_says_which_paths_found_each_memory(admin_client, household):
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
+    first = response.context["rows"][0]
+    assert first.found_by["vector"].rank == 1
+    html = response.content.decode()
+    assert f"vector #1 ({first.found_by['vector'].score:.3f})" in html
+    # Anna speaks German, the memories are English: their words matched as typed, in another language.
+    assert "keyword_other_language #" in html
+
+
 def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_client, household):
     response = preview(admin_client, query="blue tin key", room=household["kitchen"])
     ids = [row.id for row in response.context["rows"]]

@@ -2,21 +2,21 @@
 
 import pytest
 
-from memories.models import MemorySettings
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
+from people.models import Household
 from transcripts.models import ModelLocation
 
 pytestmark = pytest.mark.django_db
 
 
 def test_by_default_memories_do_not_go_to_the_cloud():
-    assert MemorySettings.load().personal_memories_to_cloud is False
+    assert Household.load().personal_memories_to_cloud is False
     assert memories_allowed_for(model_location=ModelLocation.CLOUD) is False
     assert memories_allowed_for(model_location=ModelLocation.LOCAL) is True
 
 
 def test_when_the_admin_allows_it_cloud_models_get_memories():
-    settings = MemorySettings.load()
+    settings = Household.load()
     settings.personal_memories_to_cloud = True
     settings.save()
     assert memories_allowed_for(model_location=ModelLocation.CLOUD) is True
@@ -24,9 +24,9 @@ def test_when_the_admin_allows_it_cloud_models_get_memories():
 
 
 def test_switching_it_off_again_takes_effect_at_once():
-    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     assert memories_allowed_for(model_location=ModelLocation.CLOUD) is True
-    MemorySettings.objects.filter(pk=1).update(personal_memories_to_cloud=False)
+    Household.objects.filter(pk=1).update(personal_memories_to_cloud=False)
     assert memories_allowed_for(model_location=ModelLocation.CLOUD) is False
 
 
@@ -35,9 +35,9 @@ def test_the_withheld_reason_names_the_setting():
 
 
 def test_the_admin_can_switch_it(admin_client):
-    MemorySettings.load()
+    Household.load()
     response = admin_client.post(
-        "/admin/memories/memorysettings/1/change/",
+        "/admin/people/household/1/change/",
         {
             "personal_memories_to_cloud": "on",
             "transcript_retention_days": 365,

@@ -4,7 +4,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 
 from conftest import one_hot
-from memories.models import AuditEvent, ConsolidationRun, Memory, MemorySettings, Tombstone
+from memories.models import AuditEvent, ConsolidationRun, Memory, Tombstone
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 
@@ -95,19 +95,6 @@ def test_audit_trail_has_no_free_text():
     assert text_fields == {"action", "actor"}
     with pytest.raises(IntegrityError), transaction.atomic():
         AuditEvent.objects.create(memory_id=1, action="gossiped", actor="tool")
-
-
-def test_settings_are_a_single_row_with_sane_defaults():
-    settings_row = MemorySettings.load()
-    assert (settings_row.pk, settings_row.personal_memories_to_cloud, settings_row.transcript_retention_days) == (
-        1,
-        False,
-        365,
-    )
-    with pytest.raises(IntegrityError), transaction.atomic():
-        MemorySettings.objects.create(pk=2)
-    with pytest.raises(IntegrityError), transaction.atomic():
-        MemorySettings.objects.filter(pk=1).update(transcript_retention_days=0)
 
 
 def test_consolidation_run_status_is_an_enumeration():

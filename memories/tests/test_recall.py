@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conftest import one_hot
 from justai_memory.errors import ApplicationError
-from memories.models import Memory, MemoryAccess, MemorySettings, Provenance, Scope
+from memories.models import Memory, MemoryAccess, Provenance, Scope
 from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
@@ -21,6 +21,7 @@ from memories.selectors.recall import (
     vector_hits,
 )
 from memories.tests.factories import MemoryFactory
+from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.selectors import WORKING_MEMORY_TURNS
 from transcripts.tests.factories import ConversationFactory, TurnFactory
@@ -327,7 +328,7 @@ def test_a_cloud_conversation_gets_no_memories_unless_the_household_allows_it():
     memory.refresh_from_db()
     assert memory.access_count == 0
 
-    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     result = recall("cellar key", room=room, conversation=cloud)
     assert not result.withheld and ids(result) == [memory.pk]
 

@@ -2,7 +2,9 @@
 
 import functools
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -10,8 +12,9 @@ from django.utils import timezone
 from justai_memory.errors import ApplicationError
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
-from transcripts.models import Conversation, ExtractionStatus, ModelLocation, Role, Turn
-from transcripts.services.extraction import conversation_extract_queue
+from transcripts.models import Conversation, EndedBy, ExtractionStatus, ModelLocation, Role, Turn
+from transcripts.selectors import conversations_idle
+from transcripts.services.extraction import conversation_extract_queue, conversations_extract_sweep
 
 MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
 NO_TURNS = f"'turns' must hold 1 to {MAX_TURNS_PER_CALL} turns."
@@ -61,17 +64,45 @@ def turns_append(*, conversation: Conversation, turns: list[TurnDraft]) -> list[
     return Turn.objects.bulk_create(rows)
 
 
+def _end(locked: Conversation, *, ended_by: str) -> Conversation:
+    locked.ended_at = max(timezone.now(), locked.started_at)
+    locked.ended_by = ended_by
+    locked.extraction_status = ExtractionStatus.QUEUED
+    locked.save(update_fields=["ended_at", "ended_by", "extraction_status"])
+    transaction.on_commit(functools.partial(conversation_extract_queue, conversation_id=locked.pk))
+    return locked
+
+
 @transaction.atomic
 def conversation_end(*, conversation: Conversation) -> Conversation:
     """Mark the conversation ended and queue its extraction after commit. Ending twice changes nothing."""
     locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
     if locked.ended_at is not None:
         return locked
-    locked.ended_at = max(timezone.now(), locked.started_at)
-    locked.extraction_status = ExtractionStatus.QUEUED
-    locked.save(update_fields=["ended_at", "extraction_status"])
-    transaction.on_commit(functools.partial(conversation_extract_queue, conversation_id=locked.pk))
-    return locked
+    return _end(locked, ended_by=EndedBy.ASSISTANT)
+
+
+def conversations_end_idle(*, now=None) -> list[int]:
+    """End every open conversation with no new turn for CONVERSATION_IDLE_MINUTES (``ended_by`` idle); returns their ids.
+
+    Each is re-checked under its row lock, so a turn appended meanwhile keeps it open; extraction
+    is queued as for any ended conversation.
+    """
+    cutoff = (now or timezone.now()) - timedelta(minutes=settings.CONVERSATION_IDLE_MINUTES)
+    ended = []
+    for pk in conversations_idle(before=cutoff).values_list("pk", flat=True):
+        with transaction.atomic():
+            locked = conversations_idle(before=cutoff).filter(pk=pk).select_for_update(skip_locked=True).first()
+            if locked is not None:
+                _end(locked, ended_by=EndedBy.IDLE)
+                ended.append(pk)
+    return ended
+
+
+def conversations_sweep(*, now=None) -> dict:
+    """The periodic sweep: end idle conversations (queued for extraction), then re-queue lost and resumable jobs."""
+    ended = conversations_end_idle(now=now)
+    return {"ended_idle": len(ended), **conversations_extract_sweep(now=now)}
 
 
 @transaction.atomic

@@ -21,6 +21,7 @@ from django_q.tasks import async_task
 
 from justai_memory import ai_router
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.languages import detection_languages, language_for, language_name
 from memories.locks import LockId, advisory_lock
 from memories.models import Provenance, Scope, Source
@@ -39,7 +40,7 @@ from transcripts.selectors import (
 logger = logging.getLogger(__name__)
 
 ROLE = "memory"
-ACTOR = "job:memory.extract"
+ACTOR = Actor.job("memory.extract")
 MIN_USER_CHARS = 15
 MAX_TRANSCRIPT_CHARS = 24_000
 RETRY_SCHEDULE = "memory.extract.retry:{id}"
@@ -228,8 +229,8 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
             languages=languages,
         ),
         scope=scope,
-        owner=speaker if scope == Scope.PRIVATE else None,
-        room=conversation.room if scope == Scope.ROOM else None,
+        owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
+        room=conversation.room,
         about=speaker if speaker is not None and item.about_speaker else None,
         source_ref=f"conversation:{conversation.pk}",
         subject=item.subject,

@@ -6,6 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.languages import language_for
 from memories.limits import MAX_EVENT_KIND_CHARS, TIMESTAMP_OUT_OF_RANGE, timestamp_in_range
 from memories.models import Kind, Provenance, Scope, Source
@@ -81,4 +82,4 @@ def memory_observe(
         importance=importance,
         valid_at=event.occurred_at if event else None,
     )
-    return memory_store(draft=draft, actor=f"event:{event.pk}" if event else "event")
+    return memory_store(draft=draft, actor=Actor.event(event.pk if event else None))

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.locks import LockId, advisory_lock
-from memories.models import MemorySettings
+from people.models import Household
 from transcripts.models import Conversation, Event, Sighting, Turn
 
 PURGE_RUNNING = "Another purge is running; try again when it has finished."
@@ -18,7 +18,7 @@ PURGE_RUNNING = "Another purge is running; try again when it has finished."
 def purge_candidates(*, now=None) -> dict:
     """What is past retention now: querysets of conversations (with their turns), sightings and events."""
     now = now or timezone.now()
-    household = MemorySettings.load()
+    household = Household.load()
     transcript_cutoff = now - timedelta(days=household.transcript_retention_days)
     conversations = Conversation.objects.alias(last=Coalesce("ended_at", "started_at")).filter(
         last__lt=transcript_cutoff

@@ -9,8 +9,8 @@ from django.utils import timezone
 from django_q.models import OrmQ
 
 from people.tests.factories import PersonFactory
-from transcripts.admin import EXTRACT_JOB
 from transcripts.models import Conversation
+from transcripts.selectors import EXTRACT_JOB
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
@@ -69,21 +69,31 @@ def test_the_turns_are_shown_read_only_and_the_conversation_cannot_be_edited(adm
     assert conversation.language == "de"
 
 
-def test_rerun_extraction_queues_the_job_by_id_for_ended_conversations(
+def test_rerun_resets_and_queues_allowed_conversations_and_says_why_not_for_the_others(
     admin_client, django_capture_on_commit_callbacks
 ):
-    ended = ended_conversation(extraction_status="failed")
+    failed = ended_conversation(extraction_status="failed", extraction_attempts=3, extraction_error="gave up")
+    done = ended_conversation(extraction_status="done", extraction_attempts=1)
     still_open = ConversationFactory()
     blocked = ended_conversation(extraction_blocked=True, extraction_status="blocked")
-    data = {"action": "rerun_extraction", "_selected_action": [ended.pk, still_open.pk, blocked.pk]}
+    waiting = ended_conversation(extraction_status="waiting_local")
+    data = {
+        "action": "rerun_extraction",
+        "_selected_action": [c.pk for c in (failed, done, still_open, blocked, waiting)],
+    }
 
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client.post(CHANGELIST, data, follow=True)
 
-    assert queued_tasks() == [(EXTRACT_JOB, (ended.pk,))]
+    assert queued_tasks() == [(EXTRACT_JOB, (failed.pk,)), (EXTRACT_JOB, (done.pk,))]
+    assert {t.task["name"] for t in OrmQ.objects.all()} == {f"memory.extract:{failed.pk}", f"memory.extract:{done.pk}"}
+    failed.refresh_from_db()
+    assert (failed.extraction_status, failed.extraction_attempts, failed.extraction_error) == ("queued", 0, "")
     html = response.content.decode()
-    assert f"Queued extraction for 1 conversation(s): #{ended.pk}" in html
-    assert f"still open: #{still_open.pk}" in html and f"speaker deleted (never extracted): #{blocked.pk}" in html
+    assert f"Queued extraction for 2 conversation(s): #{failed.pk}, #{done.pk}" in html
+    assert f"still open: extraction runs after the end: #{still_open.pk}" in html
+    assert f"speaker deleted: never extracted (it would become shared memories): #{blocked.pk}" in html
+    assert "waiting for a local model" in html and "AI_MEMORY_*" in html and f"#{waiting.pk}" in html
 
 
 def test_a_staff_user_without_the_change_permission_cannot_rerun_extraction(

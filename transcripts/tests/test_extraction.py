@@ -1,20 +1,24 @@
 """Extraction end to end with a fake OpenAI-compatible server: what is stored, skipped, gated, failed, retried."""
 
+import io
 import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from justai_memory.household import person_delete
-from memories.models import Memory, MemorySettings, Provenance, Source
+from memories.models import Memory, Provenance, Source
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
+from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import EXTRACTION_SCHEMA
@@ -26,12 +30,14 @@ from transcripts.services.extraction import (
     conversation_extract_queue,
     conversations_extract_sweep,
 )
+from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.conftest import memory_role, queued_tasks
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 from transcripts.tests.fake_llm import extraction_answer
 
 pytestmark = pytest.mark.django_db
 
+SWEEP_JOB = "transcripts.jobs.conversations_extract_sweep_job"
 KEY_FACT = "Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur."
 
 
@@ -202,7 +208,7 @@ def test_cloud_extraction_waits_until_the_admin_allows_it(
     assert fake_llm.requests == [] and not Memory.objects.exists()
 
     assert conversations_extract_sweep() == {"requeued": 0, "resumed": 0}  # still not allowed: nothing moves
-    MemorySettings.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     fake_llm.reply(extraction_answer(facts=["Der Code für die Garage ist 1234."]))
     with django_capture_on_commit_callbacks(execute=True):
         assert conversations_extract_sweep() == {"requeued": 0, "resumed": 1}
@@ -463,3 +469,87 @@ def test_two_parallel_runs_do_the_work_once(fake_llm):
     assert Memory.objects.count() == 2 and set(Memory.objects.values_list("occurrences", flat=True)) == {1}
     conversation.refresh_from_db()
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
+
+
+# --- re-run -------------------------------------------------------------------------------------
+
+
+def test_a_rerun_of_a_failed_conversation_that_gave_up_asks_the_llm_again_and_ends_done(
+    fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
+):
+    conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
+    Conversation.objects.filter(pk=conversation.pk).update(
+        extraction_status=ExtractionStatus.FAILED, extraction_attempts=settings.EXTRACTION_MAX_ATTEMPTS
+    )
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT]))
+    with django_capture_on_commit_callbacks(execute=True):
+        result = conversations_extract_rerun(conversation_ids=[conversation.pk])
+    assert result.queued == [conversation.pk] and not result.refused
+    assert run_jobs() == [(EXTRACT_JOB, (conversation.pk,), "done")]
+    assert len(fake_llm.requests) == 1 and "blauen Dose" in fake_llm.requests[0].prompt
+    conversation.refresh_from_db()
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+
+
+def test_re_extracting_a_done_conversation_adds_nothing_twice(fake_llm, run_jobs, django_capture_on_commit_callbacks):
+    conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
+    answer = extraction_answer(facts=[KEY_FACT], summary="Es ging um den Kellerschlüssel.")
+    fake_llm.reply(answer).reply(answer)
+    assert extract(conversation).extraction_status == "done"
+    ids = set(Memory.objects.values_list("pk", flat=True))
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("extract_conversations", "--status", "done", stdout=io.StringIO())
+    assert run_jobs() == [(EXTRACT_JOB, (conversation.pk,), "done")]
+    assert len(fake_llm.requests) == 2
+    conversation.refresh_from_db()
+    assert conversation.extraction_status == "done" and conversation.extraction_stats["merged"] == 2
+    assert set(Memory.objects.values_list("pk", flat=True)) == ids
+
+
+def test_the_command_refuses_blocked_and_waiting_conversations_with_the_reason(fake_llm):
+    blocked = talk("Der Code für das Gartentor ist 4711.", extraction_blocked=True, extraction_status="blocked")
+    waiting = talk("Der Code für das Gartentor ist 4711.", extraction_status="waiting_local")
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="Nothing queued"):
+        call_command("extract_conversations", "--ids", str(blocked.pk), str(waiting.pk), stderr=err)
+    assert f"Not queued #{blocked.pk}: speaker deleted" in err.getvalue()
+    assert f"Not queued #{waiting.pk}: waiting for a local model" in err.getvalue()
+    assert not fake_llm.requests
+
+
+# --- idle conversations ---------------------------------------------------------------------------
+
+
+def test_an_idle_open_conversation_is_ended_by_the_sweep_and_extracted(
+    fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
+):
+    settings.CONVERSATION_IDLE_MINUTES = 30
+    now = timezone.now()
+    idle = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.", ended=False)
+    Conversation.objects.filter(pk=idle.pk).update(started_at=now - timedelta(minutes=45))
+    idle.turns.update(created_at=now - timedelta(minutes=31))
+    active = talk("Der Code für das Gartentor ist 4711, merk dir das bitte.", ended=False)
+    Conversation.objects.filter(pk=active.pk).update(started_at=now - timedelta(minutes=45))
+    active.turns.update(created_at=now - timedelta(minutes=45))
+    TurnFactory(conversation=active, role="user", text="Und noch etwas.", created_at=now - timedelta(minutes=5))
+    silent = ConversationFactory(started_at=now - timedelta(minutes=40))  # never a turn
+
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT]))
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = import_string(SWEEP_JOB)()
+    assert counts["ended_idle"] == 2
+    assert sorted(run_jobs()) == sorted([(EXTRACT_JOB, (idle.pk,), "done"), (EXTRACT_JOB, (silent.pk,), "skipped")])
+    for conversation in (idle, active, silent):
+        conversation.refresh_from_db()
+    assert (idle.ended_by, idle.extraction_status, idle.ended_at is not None) == ("idle", "done", True)
+    assert (active.ended_at, active.ended_by, active.extraction_status) == (None, "", "open")
+    assert (silent.ended_by, silent.extraction_status) == ("idle", "skipped")
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+
+
+def test_a_conversation_ended_by_the_assistant_says_so(api):
+    room = RoomFactory()
+    conversation_id = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de"}).json()["id"]
+    api.post(f"/internal/v1/conversations/{conversation_id}/end")
+    assert Conversation.objects.get(pk=conversation_id).ended_by == "assistant"

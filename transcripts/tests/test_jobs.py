@@ -21,7 +21,11 @@ def test_every_transcripts_path_in_schedules_and_queues_imports():
 
 
 def test_the_sweep_job_reports_counts(fake_llm):
-    assert import_string("transcripts.jobs.conversations_extract_sweep_job")() == {"requeued": 0, "resumed": 0}
+    assert import_string("transcripts.jobs.conversations_extract_sweep_job")() == {
+        "ended_idle": 0,
+        "requeued": 0,
+        "resumed": 0,
+    }
 
 
 def test_the_extract_job_says_when_the_conversation_is_gone(fake_llm):

@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.locks import LockId
-from memories.models import Memory, MemorySettings
+from memories.models import Memory
 from memories.tests.factories import MemoryFactory
+from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.jobs import transcripts_purge_job
 from transcripts.models import Conversation, Event, Sighting, Turn
@@ -55,7 +56,7 @@ def test_purge_deletes_what_is_past_retention_and_keeps_memories(household):
 
 
 def test_the_admins_retention_days_count(household):
-    MemorySettings.objects.update_or_create(
+    Household.objects.update_or_create(
         pk=1, defaults={"transcript_retention_days": 5, "sighting_retention_days": 60, "event_retention_days": 60}
     )
     assert transcripts_purge(dry_run=True) == {"conversations": 4, "turns": 5, "sightings": 0, "events": 2}

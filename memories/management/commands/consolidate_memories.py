@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from justai_memory.errors import ApplicationError
+from memories.actors import Actor
 from memories.services.consolidate import Rule, memories_consolidate
 
 DESCRIBE = {
@@ -42,7 +43,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {STAGES.get(stage, stage)}: {done}/{total} ({100 * done // total}%)")
 
         try:
-            run = memories_consolidate(started_by="command", dry_run=dry_run, progress=progress)
+            run = memories_consolidate(started_by=Actor.COMMAND, dry_run=dry_run, progress=progress)
         except ApplicationError as exc:
             raise CommandError(exc.message) from exc
         if dry_run or verbosity > 1:

@@ -1,14 +1,14 @@
-"""The household's one settings row, on one page."""
+"""The household settings page (one row). People and rooms are administered in ``justai_memory.admin``."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 
-from memories.models import MemorySettings
+from people.models import Household
 
 
-@admin.register(MemorySettings)
-class MemorySettingsAdmin(admin.ModelAdmin):
+@admin.register(Household)
+class HouseholdAdmin(admin.ModelAdmin):
     """The one settings row on one page: the list redirects to it; it can be neither added nor deleted."""
 
     fieldsets = [
@@ -28,10 +28,10 @@ class MemorySettingsAdmin(admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
-        row = MemorySettings.load()
-        return redirect("admin:memories_memorysettings_change", row.pk)
+        row = Household.load()
+        return redirect("admin:people_household_change", row.pk)
 
     def response_change(self, request, obj):
         # The list is this page: stay here after saving.
         self.message_user(request, "Settings saved.", messages.SUCCESS)
-        return redirect("admin:memories_memorysettings_change", obj.pk)
+        return redirect("admin:people_household_change", obj.pk)

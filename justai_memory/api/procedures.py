@@ -1,0 +1,41 @@
+"""Procedures for automations: what the household's learnt behaviour says, as recall would show it."""
+
+from typing import Literal
+
+from ninja import Query, Router, Schema
+from ninja.pagination import LimitOffsetPagination, paginate
+from pydantic import Field
+
+from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, lookup
+from memories.models import Kind
+from memories.selectors.person import procedures_for
+from people.models import Person, Room
+
+router = Router(tags=["memories"])
+
+
+class MemoriesQuery(Input):
+    model_config = {**Input.model_config, "strict": False}  # query strings are text: "7" is the id 7
+
+    kind: Literal[Kind.PROCEDURE.value] = Field(description="Only procedures can be listed.")
+    room_id: Id
+    speaker_id: Id | None = Field(None, description="The speaker whose private procedures count too.")
+
+
+class ProcedureOut(Schema):
+    id: int
+    content: str
+    language: str
+    label: str
+    scope: str
+    valid_at: IsoDateTime
+    created_at: IsoDateTime
+
+
+@router.get("/memories", response={200: list[ProcedureOut], **ERRORS}, url_name="internal-memories")
+@paginate(LimitOffsetPagination)
+def memories_list(request, filters: Query[MemoriesQuery]):
+    """Procedures an automation refers to: active, visible in the room (and to the speaker, if given), oldest first."""
+    room = lookup(Room, filters.room_id, field="room_id")
+    speaker = lookup(Person, filters.speaker_id, field="speaker_id")
+    return procedures_for(speaker=speaker, room=room).defer("embedding")
