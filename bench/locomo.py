@@ -175,7 +175,12 @@ def main() -> None:
             fused = [
                 m.id
                 for m in memory_recall(
-                    query=question, speaker=None, room=room, conversation=conversation, limit=args.limit
+                    query=question,
+                    speaker=None,
+                    room=room,
+                    model_location=conversation.model_location,
+                    language=conversation.language,
+                    limit=args.limit,
                 ).memories
             ]
             seconds.append(time.perf_counter() - t)

@@ -244,6 +244,7 @@ def summary(values: list[float]) -> str:
 
 def measure_recall(*, embedder, questions, people, rooms, conversations, n: int, rng) -> dict:
     from memories.selectors.recall import memory_recall
+    from transcripts.selectors import working_memory
 
     original = embedder.embed_query
     embed_ms: list[float] = []
@@ -265,9 +266,15 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
             room = rooms[rng.randrange(ROOMS)]
             with sql_timer() as spent:
                 t0 = time.perf_counter()
+                conversation = conversations[(room.pk, language)]
                 result = memory_recall(
-                    query=query, speaker=speaker, room=room, conversation=conversations[(room.pk, language)]
+                    query=query,
+                    speaker=speaker,
+                    room=room,
+                    model_location=conversation.model_location,
+                    language=conversation.language,
                 )
+                working_memory(conversation=conversation)  # the API attaches it to every recall
                 elapsed = (time.perf_counter() - t0) * 1000
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)
@@ -359,12 +366,9 @@ def plans(*, speaker, room, conversation, question: str) -> None:
     from memories.selectors.recall import memory_recall
 
     print(f"\n== plans of one recall at full size (speaker {speaker.name}, {room.name}): {question!r}")
-    memory_recall(query=question, speaker=speaker, room=room, conversation=conversation, record_access=False)
-    sql = statements_of(
-        lambda: memory_recall(
-            query=question, speaker=speaker, room=room, conversation=conversation, record_access=False
-        )
-    )
+    where = {"model_location": conversation.model_location, "language": conversation.language}
+    memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where)
+    sql = statements_of(lambda: memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where))
     names = {
         "vector (both plans, gated)": "UNION ALL",
         "keyword": "WITH words AS MATERIALIZED",
@@ -421,7 +425,9 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
         with connection.cursor() as cursor:
             cursor.execute("DELETE FROM memories_memory WHERE scope IN ('shared', 'system')")
         compare(visible, visible.count())
-        recalled = memory_recall(query=question, speaker=newcomer, room=attic, limit=50, record_access=False)
+        recalled = memory_recall(
+            query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
+        )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
         transaction.set_rollback(True)
 

@@ -118,7 +118,12 @@ def main() -> None:
             hits = keyword_hits(candidates=candidates, query=question, languages=[language], limit=args.limit)
             ranked["keyword"].append([hit.id for hit in hits])
             recalled = memory_recall(
-                query=question, speaker=None, room=room, conversation=conversation, limit=args.limit
+                query=question,
+                speaker=None,
+                room=room,
+                model_location=conversation.model_location,
+                language=conversation.language,
+                limit=args.limit,
             )
             ranked["fused"].append([m.id for m in recalled.memories])
         elapsed = time.perf_counter() - t0

@@ -31,6 +31,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# The key of the tombstones' token digests (memories/digests.py); empty: one is generated once into DATA_DIR.
+# Keep it with the data folder: with another key, old digests no longer match and only meaning blocks.
+FORGET_DIGEST_KEY = env.str("FORGET_DIGEST_KEY", default="")
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])

@@ -20,6 +20,7 @@ class LockId(IntEnum):
     CONSOLIDATION = 7_311_002  # one consolidation run at a time
     PURGE = 7_311_003  # one transcripts purge at a time
     EXTRACTION = 7_311_004  # with a conversation id: one extraction run per conversation
+    MEMORY_STORE = 7_311_005  # with a duplicate-scope key: stores into one scope/owner/room one at a time
 
 
 def _key(lock: LockId, key: int | None) -> tuple[str, list[int]]:
@@ -60,3 +61,14 @@ def advisory_lock_free(lock: LockId, *, key: int | None = None) -> bool:
     """Whether nobody holds ``lock`` right now (taken and released at once; a hint, the holder may change)."""
     with advisory_lock(lock, key=key) as acquired:
         return acquired
+
+
+def advisory_xact_locks_wait(lock: LockId, *, keys) -> None:
+    """Wait for the transaction-level locks (``lock``, key) for every key, taken in key order (so two callers
+    with overlapping keys cannot deadlock on them); they end with the current transaction."""
+    keys = sorted({key & 0x7FFFFFFF for key in keys})
+    if keys:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, k) FROM unnest(%s::int[]) AS k ORDER BY k", [int(lock), keys]
+            )

@@ -1,6 +1,6 @@
 """People and rooms: the household's ids for every other call; what is stored about a person, their export, erasure."""
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
@@ -10,6 +10,7 @@ from justai_memory.api.common import ERRORS, Input, IsoDateTime, LanguageCode, l
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
 from memories.limits import MAX_TOKEN_CHARS
 from memories.selectors.person import person_memories
+from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
 from memories.services.forget import forget_everything_request_create
 from people.models import Person, Room
 from people.services import (
@@ -148,10 +149,12 @@ class PersonMemoryOut(Schema):
     url_name="internal-person-memories",
 )
 @paginate(LimitOffsetPagination)
-def person_memories_list(request, person_id: int):
+def person_memories_list(request, person_id: int, model_location: Literal[MODEL_LOCATIONS] | None = None):
     """What the assistant would use about this person: active memories they own or that are about them,
-    only those they may see as the speaker, newest first."""
+    only those they may see as the speaker, newest first. ``model_location`` (local or cloud, required):
+    where the model that reads them runs; a cloud model gets 403 with the reason unless the household allows it."""
     person = _person(person_id)
+    memories_allowed_or_refuse(model_location=model_location)
     return [
         {
             "id": m.pk,

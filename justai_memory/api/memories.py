@@ -11,11 +11,13 @@ from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCod
 from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
+from memories.selectors.privacy import MODEL_LOCATIONS, model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from people.models import Person, Room
 from transcripts.models import Conversation
+from transcripts.selectors import working_memory
 
 router = Router(tags=["memories"])
 
@@ -30,6 +32,21 @@ def conversation_in(pk: int | None, room: Room) -> Conversation | None:
     return conversation
 
 
+ModelLocationField = Field(
+    None,
+    description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
+    "(the cloud rule fails closed); with one, the conversation's location applies (cloud if either says so).",
+)
+
+
+def location_of(conversation: Conversation | None, model_location: str | None) -> str:
+    """The model location the cloud rule applies to (a 400 naming ``model_location`` when it cannot be told)."""
+    return model_location_of(
+        conversation_location=conversation.model_location if conversation is not None else None,
+        model_location=model_location,
+    )
+
+
 # --- recall -------------------------------------------------------------------------------------
 
 
@@ -38,6 +55,7 @@ class RecallIn(Input):
     room_id: Id
     speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
     conversation_id: Id | None = Field(None, description="The conversation (of this room) the query belongs to.")
+    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
     limit: int = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
 
 
@@ -63,14 +81,20 @@ def recall(request, payload: RecallIn):
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
     conversation = conversation_in(payload.conversation_id, room)
     result = memory_recall(
-        query=payload.query, speaker=speaker, room=room, conversation=conversation, limit=payload.limit
+        query=payload.query,
+        speaker=speaker,
+        room=room,
+        model_location=location_of(conversation, payload.model_location),
+        language=conversation.language if conversation is not None else None,
+        limit=payload.limit,
     )
     return {
         "memories": result.memories,
         "prompt": result.prompt,
         "withheld": result.withheld,
         "withheld_reason": result.withheld_reason or None,
-        "working_memory": result.working_memory,
+        # The running conversation's own turns: the model has them already, wherever it runs.
+        "working_memory": working_memory(conversation=conversation) if conversation is not None else [],
     }
 
 
@@ -136,6 +160,8 @@ class FindToForgetIn(Input):
     query: Text = Field(description="What to forget, in the user's words.")
     room_id: Id
     speaker_id: Id | None = None
+    conversation_id: Id | None = Field(None, description="The conversation (of this room) the request belongs to.")
+    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
 
 
 class CandidateOut(Schema):
@@ -149,6 +175,8 @@ class FindToForgetOut(Schema):
     token: str | None
     expires_at: IsoDateTime | None
     candidates: list[CandidateOut]
+    withheld: bool = Field(description="true: the cloud rule kept the candidates from this model (no token).")
+    withheld_reason: str | None = Field(description="Why, and what to tell the user: forget with a local model.")
 
 
 @router.post("/memories/find_to_forget", response={200: FindToForgetOut, **ERRORS}, url_name="internal-find-to-forget")
@@ -156,8 +184,20 @@ def find_to_forget(request, payload: FindToForgetIn):
     """`memory.find_to_forget`: candidates the speaker may see, and a 10-minute single-use token to confirm with."""
     room = lookup(Room, payload.room_id, field="room_id")
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
-    token, expires_at, candidates = forget_request_create(query=payload.query, speaker=speaker, room=room)
-    return {"token": token, "expires_at": expires_at, "candidates": candidates}
+    conversation = conversation_in(payload.conversation_id, room)
+    found = forget_request_create(
+        query=payload.query,
+        speaker=speaker,
+        room=room,
+        model_location=location_of(conversation, payload.model_location),
+    )
+    return {
+        "token": found.token,
+        "expires_at": found.expires_at,
+        "candidates": found.candidates,
+        "withheld": bool(found.withheld_reason),
+        "withheld_reason": found.withheld_reason or None,
+    }
 
 
 def _id_list(value: Any) -> Any:

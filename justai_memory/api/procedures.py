@@ -9,6 +9,7 @@ from pydantic import Field
 from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, lookup
 from memories.models import Kind
 from memories.selectors.person import procedures_for
+from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
 from people.models import Person, Room
 
 router = Router(tags=["memories"])
@@ -20,6 +21,9 @@ class MemoriesQuery(Input):
     kind: Literal[Kind.PROCEDURE.value] = Field(description="Only procedures can be listed.")
     room_id: Id
     speaker_id: Id | None = Field(None, description="The speaker whose private procedures count too.")
+    model_location: Literal[MODEL_LOCATIONS] | None = Field(
+        None, description="Where the model that reads the answer runs: local or cloud (required; the cloud rule)."
+    )
 
 
 class ProcedureOut(Schema):
@@ -38,4 +42,5 @@ def memories_list(request, filters: Query[MemoriesQuery]):
     """Procedures an automation refers to: active, visible in the room (and to the speaker, if given), oldest first."""
     room = lookup(Room, filters.room_id, field="room_id")
     speaker = lookup(Person, filters.speaker_id, field="speaker_id")
+    memories_allowed_or_refuse(model_location=filters.model_location)
     return procedures_for(speaker=speaker, room=room).defer("embedding")

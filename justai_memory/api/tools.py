@@ -1,6 +1,6 @@
 """The assistant's tool schemas (OpenAI function calling), generated from the request schemas of their endpoints.
 
-The assistant fills the session fields (room, speaker, conversation) from its session: the model
+The assistant fills the session fields (room, speaker, conversation, model location) from its session: the model
 never chooses whose memories it reads or writes, so they are not among the tool's parameters.
 OpenAI function names allow only [a-zA-Z0-9_-], so memory.remember is named memory_remember.
 """
@@ -16,7 +16,7 @@ from justai_memory.api.memories import FindToForgetIn, ForgetIn, RememberIn
 
 router = Router(tags=["tools"])
 
-SESSION_FIELDS = ["room_id", "speaker_id", "conversation_id"]
+SESSION_FIELDS = ["room_id", "speaker_id", "conversation_id", "model_location"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ TOOLS = [
         description=(
             'Find the memories the user wants forgotten ("forget ...", "vergiss ..."). Returns candidates '
             "and a confirmation token: read the candidates to the user and ask for confirmation before "
-            "calling memory_forget."
+            "calling memory_forget. When the answer says the candidates were withheld, tell the user that "
+            "forgetting needs a local model and do not guess what is stored."
         ),
     ),
     Tool(

@@ -85,7 +85,9 @@ def test_an_unreachable_database_is_a_json_503_and_the_api_recovers(api):
     settings_dict["PORT"] = "1"  # nothing listens there: connecting raises OperationalError
     try:
         for response in (
-            api.post("/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk}),
+            api.post(
+                "/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk, "model_location": "local"}
+            ),
             api.post("/internal/v1/memories/remember", {"content": "Der Schlüssel ist im Flur.", "room_id": room.pk}),
         ):
             _contract(response, 503)
@@ -106,7 +108,9 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
 
     monkeypatch.setattr(memories_api, "memory_recall", broken)
     with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
-        response = api.post("/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk})
+        response = api.post(
+            "/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk, "model_location": "local"}
+        )
     body = _contract(response, 500)
     [error_id] = re.findall(r"[0-9a-f]{12}", body["error"])
     logged = "\n".join(record.getMessage() for record in caplog.records)

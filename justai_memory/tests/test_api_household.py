@@ -11,6 +11,7 @@ from transcripts.tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 V1 = "/internal/v1"
+LOCAL = {"model_location": "local"}  # where the model that reads listed memory text runs (the cloud rule)
 
 
 def test_a_newcomer_creates_a_room_and_a_person_and_uses_their_ids(api):
@@ -131,7 +132,7 @@ def test_what_do_you_know_about_me_lists_only_what_they_may_see(api):
     MemoryFactory(content="Anna wohnte in Graz.", about=anna, status=Status.SUPERSEDED)
     MemoryFactory(content="Der Müll kommt am Dienstag.")
 
-    page = api.get(f"{V1}/people/{anna.pk}/memories").json()
+    page = api.get(f"{V1}/people/{anna.pk}/memories", LOCAL).json()
 
     assert page["count"] == 2
     by_id = {m["id"]: m for m in page["items"]}
@@ -139,8 +140,8 @@ def test_what_do_you_know_about_me_lists_only_what_they_may_see(api):
     assert by_id[own.pk]["relation"] == "owner" and by_id[about.pk]["relation"] == "about"
     assert by_id[about.pk]["label"] == "from conversation" and by_id[about.pk]["scope"] == "shared"
     assert by_id[own.pk]["date"]
-    assert api.get(f"{V1}/people/{anna.pk}/memories", {"limit": 1}).json()["count"] == 2
-    assert len(api.get(f"{V1}/people/{anna.pk}/memories", {"limit": 1}).json()["items"]) == 1
+    assert api.get(f"{V1}/people/{anna.pk}/memories", {"limit": 1, **LOCAL}).json()["count"] == 2
+    assert len(api.get(f"{V1}/people/{anna.pk}/memories", {"limit": 1, **LOCAL}).json()["items"]) == 1
 
 
 def test_export_over_the_api(api):
@@ -183,12 +184,16 @@ def test_procedures_for_automations_are_visible_as_for_recall_and_paginated(api)
     annas = MemoryFactory(kind=Kind.PROCEDURE, scope=Scope.PRIVATE, owner=anna, content="Kaffee um 6.")
     MemoryFactory(kind=Kind.FACT, content="Der Müll kommt am Dienstag.")
 
-    unknown = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk}).json()
+    unknown = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk, **LOCAL}).json()
     assert [m["id"] for m in unknown["items"]] == [shared.pk, here.pk] and unknown["count"] == 2
     assert unknown["items"][0]["label"] == "confirmed"
-    known = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk, "speaker_id": anna.pk}).json()
+    known = api.get(
+        f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk, "speaker_id": anna.pk, **LOCAL}
+    ).json()
     assert [m["id"] for m in known["items"]] == [shared.pk, here.pk, annas.pk]
-    page = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk, "limit": 1, "offset": 1}).json()
+    page = api.get(
+        f"{V1}/memories", {"kind": "procedure", "room_id": kitchen.pk, "limit": 1, "offset": 1, **LOCAL}
+    ).json()
     assert [m["id"] for m in page["items"]] == [here.pk]
 
     for params, field in [
@@ -198,5 +203,5 @@ def test_procedures_for_automations_are_visible_as_for_recall_and_paginated(api)
     ]:
         response = api.get(f"{V1}/memories", params)
         assert response.status_code == 400 and response.json()["field"] == field, response.content
-    unknown_room = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": 999999})
+    unknown_room = api.get(f"{V1}/memories", {"kind": "procedure", "room_id": 999999, **LOCAL})
     assert unknown_room.status_code == 404 and unknown_room.json()["field"] == "room_id"

@@ -83,7 +83,9 @@ def test_their_conversations_are_blocked_from_extraction_before_they_lose_their_
 def test_their_private_forget_blocks_and_pending_requests_go_with_them(anna_and_ben):
     anna, _, kitchen, anna_private, _, _ = anna_and_ben
     memories_forget(memory_ids=[anna_private[0].pk], actor="test")
-    token, _, _ = forget_request_create(query="Vergiss meine Allergie gegen Erdnüsse", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss meine Allergie gegen Erdnüsse", speaker=anna, room=kitchen, model_location="local"
+    )
     assert token and Tombstone.objects.filter(owner=anna).count() == 1
     person_delete(person=anna, actor="admin:1")
     assert not Tombstone.objects.exists() and not ForgetRequest.objects.exists()

@@ -5,6 +5,7 @@ from django import forms
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory
 from memories.scopes import scope_holders
+from memories.selectors.privacy import LOCAL, MODEL_LOCATIONS
 from memories.services.edit import EDITABLE_FIELDS
 from people.models import Person, Room
 from transcripts.models import Conversation
@@ -50,10 +51,16 @@ class RecallPreviewForm(forms.Form):
     query = forms.CharField(
         label="Question", max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
     )
+    model_location = forms.ChoiceField(
+        choices=[(location, location) for location in MODEL_LOCATIONS],
+        initial=LOCAL,
+        help_text="Where the model that reads the answer runs (the cloud rule applies to cloud).",
+    )
     conversation = forms.IntegerField(
         required=False,
         min_value=1,
-        help_text="Optional conversation id: its model location (cloud or local) and its working memory apply.",
+        help_text="Optional conversation id: its language and model location apply (cloud if either says so), "
+        "and its working memory is shown to users who may view conversations.",
     )
     limit = forms.IntegerField(min_value=1, max_value=50, initial=10)
 

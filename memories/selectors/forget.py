@@ -8,6 +8,7 @@ from django.db.models import F
 
 from memories.embedders import Embedder
 from memories.languages import text_search_config
+from memories.matching import may_be_duplicates
 from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
@@ -111,3 +112,37 @@ def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDAT
     best = [hit.id for hit in fuse(rankings, limit=limit)]
     memories = Memory.objects.defer("embedding", "search_vector").in_bulk(best)
     return [memories[pk] for pk in best if pk in memories]
+
+
+DUPLICATES_PAGE = 100
+
+
+def forget_with_duplicates(*, memory_ids: list[int], visible) -> list[int]:
+    """``memory_ids`` and every active duplicate of each among ``visible`` (what the speaker may see), sorted.
+
+    A duplicate is what the store path would have merged: the same scope, owner and room, similarity
+    at the embedder's ``duplicate`` threshold, the same numbers and dates. However many there are
+    (copies left by a race or a retried request): the search widens until it comes back short.
+    """
+    threshold = active_embedder().thresholds.duplicate
+    found = set(memory_ids)
+    originals = Memory.objects.filter(pk__in=memory_ids).only(
+        "pk", "content", "embedding", "scope", "owner_id", "room_id"
+    )
+    for memory in originals:
+        candidates = Memory.objects.active().in_duplicate_scope(
+            scope=memory.scope, owner_id=memory.owner_id, room_id=memory.room_id
+        )
+        limit = DUPLICATES_PAGE
+        while True:
+            near = nearest_memories(
+                candidates=candidates, embedding=memory.embedding, limit=limit, min_similarity=threshold
+            )
+            if len(near) < limit:
+                break
+            limit *= 4
+        ids = [pk for pk, _ in near if pk not in found]
+        for pk, content in visible.filter(pk__in=ids).values_list("pk", "content"):
+            if may_be_duplicates(content, memory.content):
+                found.add(pk)
+    return sorted(found)

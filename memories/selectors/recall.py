@@ -16,9 +16,8 @@ from memories.selectors.dates import dates_condition, question_dates
 from memories.selectors.fusion import Found, Fused, Ranking, fuse
 from memories.selectors.keywords import KeywordHit, keyword_hits
 from memories.selectors.nearest import nearest_memories, table_where
-from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
+from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for, model_location_of
 from memories.services.embeddings import active_embedder
-from transcripts.selectors import working_memory
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +52,6 @@ class RecallResult:
     prompt: str
     withheld: bool = False
     withheld_reason: str = ""
-    working_memory: list[dict] = field(default_factory=list)  # {role, speaker_id, text, at}
 
 
 def recall_candidates(*, speaker, room):
@@ -209,10 +207,21 @@ def withheld_prompt(*, language: str | None) -> str:
 
 
 def memory_recall(
-    *, query: str, speaker, room, conversation=None, limit: int = 10, record_access: bool = True
+    *,
+    query: str,
+    speaker,
+    room,
+    model_location: str,
+    language: str | None = None,
+    limit: int = 10,
+    record_access: bool = True,
 ) -> RecallResult:
-    """Memories for the assistant's next answer, the prompt block and the working memory.
+    """Memories for the assistant's next answer and the prompt block.
 
+    ``model_location`` says where the model that reads the answer runs (``privacy.model_location_of``);
+    when the cloud rule withholds memories the answer holds none, the withheld prompt and the reason.
+    ``language`` is the conversation's (the answer's language; None: the speaker's, else the
+    household's). Working memory is the caller's to attach (it lives with the conversation).
     Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (by the
     statement that loads them) unless ``record_access`` is False (the admin's preview).
     """
@@ -223,18 +232,11 @@ def memory_recall(
         raise ApplicationError(QUERY_TOO_LONG, field="query")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
-    if conversation is not None and room is not None and conversation.room_id != room.pk:
-        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
-
-    turns = working_memory(conversation=conversation) if conversation is not None else []
-    language = conversation.language if conversation is not None else None
-    if conversation is not None and not memories_allowed_for(model_location=conversation.model_location):
+    if not memories_allowed_for(
+        model_location=model_location_of(conversation_location=None, model_location=model_location)
+    ):
         return RecallResult(
-            memories=[],
-            prompt=withheld_prompt(language=language),
-            withheld=True,
-            withheld_reason=WITHHELD_FOR_CLOUD,
-            working_memory=turns,
+            memories=[], prompt=withheld_prompt(language=language), withheld=True, withheld_reason=WITHHELD_FOR_CLOUD
         )
 
     embedder = active_embedder()
@@ -245,7 +247,7 @@ def memory_recall(
         query=query,
         embedding=embedding,
         languages=languages_for_query(
-            conversation_language=conversation.language if conversation is not None else None,
+            conversation_language=language,
             speaker_language=speaker.preferred_language if speaker is not None else None,
         ),
         limit=limit,
@@ -259,9 +261,7 @@ def memory_recall(
             found_by[pk] = {"about_speaker": Found(rank=rank, score=round(similarity, 4))}
             ids.append(pk)
     memories = _load(ids=ids, embedding=embedding, record_access=record_access, found_by=found_by) if ids else []
-    return RecallResult(
-        memories=memories, prompt=prompt_block(memories=memories, language=language), working_memory=turns
-    )
+    return RecallResult(memories=memories, prompt=prompt_block(memories=memories, language=language))
 
 
 # The recalled memories with their similarity to the query, in one statement with the access bump

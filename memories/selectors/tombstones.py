@@ -1,9 +1,10 @@
-"""Forget blocks: which tombstones a text comes close to."""
+"""Forget blocks: which tombstones a text comes close to, by meaning or by a forgotten value it carries."""
 
 from django.db import connection
 from django.db.models.functions import Cast
 from pgvector.django import VectorField
 
+from memories.digests import TextDigests, text_digests
 from memories.embedders import Embedder, embedder_by_name, vector_array_literal
 from memories.models import Tombstone
 
@@ -11,9 +12,18 @@ from memories.models import Tombstone
 # (OFFSET 0) keeps PostgreSQL from comparing vectors of other dimensions. Tombstone vectors are kept
 # inline (migration 0003); should one be out of line (TOAST) or compressed all the same, the typmod
 # cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
+# A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
+# is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
+# dates, space-separated) from the low ``digest_related`` similarity on; one that shares only a weak
+# digest (q.w: rare words) from ``digest_weak`` on; any other text from ``tombstone`` on.
 HITS_SQL = """
 SELECT q.i, t.id, NULL::text FROM ({candidates} OFFSET 0) t
-JOIN unnest(%s::vector[], %s::int[]) AS q(v, i) ON 1 - (t.vector <=> q.v) >= %s
+JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[]) AS q(v, i, d, w, f)
+ON 1 - (t.vector <=> q.v) >= CASE
+    WHEN q.f AND t.digests::text[] && string_to_array(q.d || ' ' || q.w, ' ') THEN -1
+    WHEN t.digests::text[] && string_to_array(q.d, ' ') THEN %s
+    WHEN t.digests::text[] && string_to_array(q.w, ' ') THEN %s
+    ELSE %s END
 """
 # Appended to the statement for the current embedder: which other embedders made tombstones (rare:
 # only after a switch of embedder), saving the round trip that would ask first.
@@ -21,7 +31,12 @@ OTHERS_SQL = "UNION ALL SELECT NULL, NULL, o.embedder FROM ({others}) o"
 
 
 def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=None) -> list[int]:
-    """Ids of tombstones within their embedder's ``tombstone`` threshold of ``content``.
+    """Ids of the tombstones that block ``content``.
+
+    A tombstone blocks a text within its embedder's ``tombstone`` threshold (the meaning), or within
+    the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
+    numbers, codes or dates, or ``digest_weak`` when it shares only a rare word with it;
+    and a fragment of at most three words that shares any digest with it (see memories/digests.py).
 
     ``tombstones`` narrows the set (e.g. ``Tombstone.objects.visible_to(...)``); default all. Each
     tombstone is compared in the space of the embedder that made it: the content is embedded with
@@ -36,23 +51,38 @@ def tombstone_hits_many(*, contents: list[str], embeddings, embedder: Embedder, 
     hits: list[list[int]] = [[] for _ in contents]
     if not contents:
         return hits
-    others = _hits(queryset=queryset, space=embedder, vectors=embeddings, hits=hits, with_others=True)
+    digests = [text_digests(content) for content in contents]
+    others = _hits(queryset=queryset, space=embedder, vectors=embeddings, digests=digests, hits=hits, with_others=True)
     for name in sorted(others):
         space = embedder_by_name(name)
-        _hits(queryset=queryset, space=space, vectors=space.embed_documents(list(contents)), hits=hits)
+        _hits(queryset=queryset, space=space, vectors=space.embed_documents(list(contents)), digests=digests, hits=hits)
     for found in hits:
         found.sort()
     return hits
 
 
-def _hits(*, queryset, space: Embedder, vectors, hits: list[list[int]], with_others: bool = False) -> set[str]:
+def _hits(
+    *,
+    queryset,
+    space: Embedder,
+    vectors,
+    digests: list[TextDigests],
+    hits: list[list[int]],
+    with_others: bool = False,
+) -> set[str]:
     """Add the hits among ``space``'s tombstones to ``hits``; with ``with_others``, return the other embedders' names."""
     candidates = queryset.filter(embedder=space.name).annotate(
         vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
     )
-    sql, params = candidates.values("id", "vector").query.sql_with_params()
+    sql, params = candidates.values("id", "vector", "digests").query.sql_with_params()
     sql = HITS_SQL.format(candidates=sql)
-    params = [*params, vector_array_literal(vectors), list(range(len(vectors))), space.thresholds.tombstone]
+    thresholds = space.thresholds
+    params = [
+        *params,
+        *(vector_array_literal(vectors), list(range(len(vectors)))),
+        *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
+        *(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
+    ]
     if with_others:
         others_sql, others_params = (
             queryset.exclude(embedder=space.name).values("embedder").distinct().query.sql_with_params()

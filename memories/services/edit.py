@@ -14,6 +14,7 @@ from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.scopes import scope_holders
+from memories.selectors.tombstones import tombstone_hits
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
@@ -34,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 NOTE_BLOCKED = (
     "A forget block covers this note (tombstone {ids}). Lift the block under Tombstones first if it should "
+    "be remembered again."
+)
+EDIT_BLOCKED = (
+    "A forget block covers this text (tombstone {ids}). Lift the block under Tombstones first if it should "
     "be remembered again."
 )
 
@@ -99,6 +104,8 @@ def memory_edit(
 ) -> EditResult:
     """Change an admin-editable field or several; re-embed when the text changed; fold in a duplicate; audit 'edited'.
 
+    A new text that a forget block covers is refused (ApplicationError 409 naming the tombstones), as a note is.
+
     A duplicate (same rule as ``memory_store``: same scope/owner/room, similarity at the embedder's
     ``duplicate`` threshold, same numbers and dates) is merged into the edited memory, which keeps
     the admin's text; its counts and dates are added, and it is audited as 'merged'.
@@ -144,6 +151,11 @@ def memory_edit(
     embedder = active_embedder()
     if "content" in changed:
         memory.embedding = embedder.embed_documents([memory.content])[0]
+        # The store path's rule: an edit must not write forgotten content back (by meaning or by value).
+        blocking = tombstone_hits(content=memory.content, embedding=memory.embedding, embedder=embedder)
+        if blocking:
+            ids = ", ".join(f"#{pk}" for pk in blocking)
+            raise ApplicationError(EDIT_BLOCKED.format(ids=ids), field="content", status=409)
 
     merged_ids: list[int] = []
     if memory.status == Status.ACTIVE and {"content", "scope", "owner", "room"} & set(changed):

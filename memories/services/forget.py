@@ -10,16 +10,19 @@ import logging
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.db import transaction
 from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.actors import Actor
+from memories.digests import token_digests
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
-from memories.selectors.forget import forget_candidates
+from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.selectors.person import person_memories
+from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for, model_location_of
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 
@@ -44,11 +47,11 @@ def _token_hash(token: str) -> str:
 
 @transaction.atomic
 def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> list[Tombstone]:
-    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope; no text)."""
+    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text)."""
     memories = list(
         Memory.objects.filter(pk__in=list(memory_ids))
         .select_for_update()
-        .only("pk", "embedding", "scope", "owner_id", "room_id")
+        .only("pk", "content", "embedding", "scope", "owner_id", "room_id")
         .order_by("pk")
     )
     if not memories:
@@ -64,6 +67,7 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
             forgotten_by_person=by_person,
             forgotten_by_user=by_user,
             memory_id=m.pk,
+            digests=token_digests(m.content),
         )
         for m in memories
     )
@@ -73,16 +77,29 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
     return tombstones
 
 
+class ForgetFind(NamedTuple):
+    token: str | None
+    expires_at: datetime | None
+    candidates: list[Memory]
+    withheld_reason: str = ""  # set when the cloud rule keeps the candidates from the model
+
+
 @transaction.atomic
-def forget_request_create(*, query: str, speaker, room) -> tuple[str | None, datetime | None, list[Memory]]:
+def forget_request_create(*, query: str, speaker, room, model_location: str) -> ForgetFind:
     """Find what ``speaker`` in ``room`` may forget and issue a 10-minute single-use token bound to them and the ids.
 
     Stores only the token's hash, the speaker, the room and the candidate ids. With no candidates
-    there is nothing to confirm: returns ``(None, None, [])`` and stores nothing.
+    there is nothing to confirm: no token, nothing stored. When the model that would read the
+    candidates out runs in the cloud and the household does not allow that (``model_location``, the
+    cloud rule), nothing is searched or stored either: the answer says to ask for a local model.
     """
+    location = model_location_of(conversation_location=None, model_location=model_location)
+    if not memories_allowed_for(model_location=location):
+        logger.info("forget request withheld: cloud model")
+        return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)
     candidates = forget_candidates(query=query, speaker=speaker, room=room)
     token, expires_at = forget_token_issue(speaker=speaker, room=room, candidate_ids=[m.pk for m in candidates])
-    return token, expires_at, candidates
+    return ForgetFind(token, expires_at, candidates)
 
 
 @transaction.atomic
@@ -113,7 +130,8 @@ def forget_token_issue(*, speaker, room, candidate_ids: list[int]) -> tuple[str 
 def forget_request_confirm(
     *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
 ) -> list[Tombstone]:
-    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees.
+    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees,
+    each with every active duplicate of it the speaker may see.
 
     Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
     true, the token is unknown, issued to another speaker, used or expired, or an id is not a candidate.
@@ -150,7 +168,9 @@ def forget_request_confirm(
         else Memory.objects.visible_to(speaker=request.speaker, room=request.room)
     )
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
-    tombstones = memories_forget(memory_ids=visible, actor=Actor.speaker(speaker), by_person=speaker)
+    # With every duplicate of each: copies a race or a retry left would otherwise come back in recall.
+    doomed = forget_with_duplicates(memory_ids=visible, visible=still)
+    tombstones = memories_forget(memory_ids=doomed, actor=Actor.speaker(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
 

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import numpy as np
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -16,6 +16,7 @@ from justai_memory.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS
+from memories.locks import LockId, advisory_xact_locks_wait
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
@@ -106,16 +107,53 @@ def _validate(draft: MemoryDraft) -> None:
 
 
 def _duplicate_scope(draft: MemoryDraft):
-    """The active memories a draft may merge with: the same scope, owner or room."""
-    # The scope constraints make these equivalent to (scope, owner, room); one column each gives
-    # PostgreSQL a row estimate it gets right (the three together it underestimates, and then
-    # ranks thousands of rows exactly instead of using the HNSW index). _in_duplicate_scope is the
-    # same rule for rows held in memory.
-    if draft.scope == Scope.PRIVATE:
-        return Memory.objects.active().filter(owner=draft.owner)
-    if draft.scope == Scope.ROOM:
-        return Memory.objects.active().filter(room=draft.room)
-    return Memory.objects.active().filter(scope=draft.scope)
+    """The active memories a draft may merge with (_in_duplicate_scope: the same rule for rows in memory)."""
+    return Memory.objects.active().in_duplicate_scope(
+        scope=draft.scope, owner_id=getattr(draft.owner, "pk", None), room_id=getattr(draft.room, "pk", None)
+    )
+
+
+# Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
+# same content would otherwise both find no duplicate and both insert. A transaction-level advisory
+# lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
+# READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
+# not wait.
+def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None) -> int:
+    """The int4 lock key of a duplicate scope (collisions only make unrelated stores wait)."""
+    if scope == Scope.PRIVATE:
+        return (owner_id * 4) & 0x7FFFFFFF
+    if scope == Scope.ROOM:
+        return (room_id * 4 + 1) & 0x7FFFFFFF
+    return 2 if scope == Scope.SHARED else 3
+
+
+def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
+    advisory_xact_locks_wait(
+        LockId.MEMORY_STORE,
+        keys=[
+            duplicate_scope_key(
+                scope=d.scope, owner_id=getattr(d.owner, "pk", None), room_id=getattr(d.room, "pk", None)
+            )
+            for d in drafts
+        ],
+    )
+
+
+# One statement for every block of a batch: each tombstone counts the items it dropped and when.
+RECORD_BLOCKS_SQL = """
+UPDATE memories_tombstone t SET blocked_count = t.blocked_count + c.n, last_blocked_at = %s
+FROM (SELECT id, count(*) AS n FROM unnest(%s::bigint[]) AS id GROUP BY id) c
+WHERE t.id = c.id RETURNING t.id, t.memory_id
+"""
+
+
+def _record_blocks(*, tombstone_ids: list[int]) -> dict[int, int | None]:
+    """Count the drops on their tombstones; returns tombstone id -> the id its memory had."""
+    if not tombstone_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(RECORD_BLOCKS_SQL, [timezone.now(), tombstone_ids])
+        return dict(cursor.fetchall())
 
 
 def _in_duplicate_scope(memory: Memory, draft: MemoryDraft) -> bool:
@@ -273,7 +311,7 @@ def memory_store_batch(
     blocking: list[list[int]] = [[] for _ in drafts]
     lifted: list[list[int]] = [[] for _ in drafts]
     events: list[tuple[object, str]] = []  # (memory or memory id, action), in the order one-by-one stores write them
-    gone: dict[int, int | None] = {}  # lifted tombstone -> the id its memory had
+    gone: dict[int, int | None] = {}  # lifted or blocking tombstone -> the id its memory had
     if lift_blocks_for is not None:
         speaker, room = lift_blocks_for
         visible = Tombstone.objects.visible_to(speaker=speaker, room=room)
@@ -288,9 +326,11 @@ def memory_store_batch(
             Tombstone.objects.filter(pk__in=seen).delete()
     else:
         blocking = tombstone_hits_many(contents=contents, embeddings=embeddings, embedder=embedder)
+        gone = _record_blocks(tombstone_ids=[pk for hits in blocking for pk in hits])
 
     threshold = embedder.thresholds.duplicate
     open_items = [index for index, blocks in enumerate(blocking) if not blocks]
+    _lock_duplicate_scopes([drafts[index] for index in open_items])
     scopes: dict[tuple, object] = {}  # one queryset per scope, so that its filter is compiled once
     searches = []
     for index in open_items:
@@ -317,6 +357,8 @@ def memory_store_batch(
     results: list[StoreResult] = []
     for index, (draft, embedding) in enumerate(zip(drafts, embeddings, strict=True)):
         if blocking[index]:
+            # The text-free trail: "blocked" on the forgotten memory's old id, once per block per item.
+            events.extend((gone.get(pk) or 0, AuditAction.BLOCKED) for pk in blocking[index])
             results.append(StoreResult(outcome=StoreOutcome.BLOCKED, blocking_tombstones=blocking[index]))
             continue
         events.extend((gone.get(pk) or 0, AuditAction.BLOCK_LIFTED) for pk in lifted[index])

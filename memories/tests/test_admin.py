@@ -6,12 +6,12 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from conftest import one_hot
 from memories.admin import MemoryAdmin
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Status
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -247,6 +247,16 @@ def test_a_note_covered_by_a_forget_block_is_refused_on_the_form(admin_client):
 
 
 # --- editing ------------------------------------------------------------------------------------
+
+
+def test_an_edit_into_forgotten_content_is_refused_on_the_form_with_the_tombstone(admin_client):
+    gone = MemoryFactory(content="The gate code is 4711")
+    tombstone = memories_forget(memory_ids=[gone.pk], actor="test")[0]
+    memory = MemoryFactory(content="The bins go out on Tuesday")
+    response = admin_client.post(change_url(memory), change_form_data(memory, content="The gate code is 4711"))
+    assert response.status_code == 200 and f"tombstone #{tombstone.pk}" in response.content.decode()
+    memory.refresh_from_db()
+    assert memory.content == "The bins go out on Tuesday"
 
 
 def test_editing_re_embeds_and_audits_edited(admin_client, admin_user):

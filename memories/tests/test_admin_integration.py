@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -11,6 +12,7 @@ from django_q.models import OrmQ
 from justai_memory.errors import ApplicationError
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Scope
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import run_queued_jobs
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
@@ -34,8 +36,14 @@ def household():
     }
 
 
-def preview(admin_client, *, query, room, speaker=None, conversation=None):
-    params = {"query": query, "room": room.pk, "speaker": speaker.pk if speaker else "", "limit": 10}
+def preview(admin_client, *, query, room, speaker=None, conversation=None, model_location="local"):
+    params = {
+        "query": query,
+        "room": room.pk,
+        "speaker": speaker.pk if speaker else "",
+        "limit": 10,
+        "model_location": model_location,
+    }
     if conversation is not None:
         params["conversation"] = conversation.pk
     response = admin_client.get(PREVIEW, params)
@@ -51,7 +59,13 @@ def test_the_preview_shows_exactly_what_the_api_returns(admin_client, api, house
     rows = response.context["rows"]
     api_answer = api.post(
         "/internal/v1/recall",
-        {"query": "blue tin key", "room_id": household["kitchen"].pk, "speaker_id": household["anna"].pk, "limit": 10},
+        {
+            "query": "blue tin key",
+            "room_id": household["kitchen"].pk,
+            "speaker_id": household["anna"].pk,
+            "limit": 10,
+            "model_location": "local",
+        },
     ).json()
     assert [row.id for row in rows] == [m["id"] for m in api_answer["memories"]]
     assert household["private"].pk in [row.id for row in rows]
@@ -89,19 +103,36 @@ def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_c
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], conversation=conversation)
     assert response.context["result"].withheld and response.context["rows"] == []
     assert 'id="recall-withheld"' in response.content.decode()
+    # Without a conversation the admin says where the model runs; cloud is withheld the same way.
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], model_location="cloud")
+    assert response.context["result"].withheld and response.context["rows"] == []
+
+
+def test_the_preview_shows_working_memory_only_to_who_may_view_conversations(client, household, django_user_model):
+    conversation = ConversationFactory(room=household["kitchen"])
+    TurnFactory(conversation=conversation, text="Mein Passwort ist Zebra 98765")
+    user = django_user_model.objects.create_user("memory-viewer", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    client.force_login(user)
+    response = preview(client, query="blue tin key", room=household["kitchen"], conversation=conversation)
+    assert response.context["rows"]  # the memories, as before
+    assert "98765" not in response.content.decode() and response.context["working_memory"] == []
+    assert 'id="recall-working-memory-hidden"' in response.content.decode()
+
+    user.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    user = django_user_model.objects.get(pk=user.pk)  # permissions are cached per user object
+    client.force_login(user)
+    response = preview(client, query="blue tin key", room=household["kitchen"], conversation=conversation)
+    assert "98765" in response.content.decode() and len(response.context["working_memory"]) == 1
+
+
+def test_the_preview_refuses_a_conversation_of_another_room(admin_client, household):
+    conversation = ConversationFactory()
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], conversation=conversation)
+    assert response.context["result"] is None and "another room" in response.content.decode()
 
 
 # --- consolidation: the button --------------------------------------------------------------------
-
-
-def run_queued_jobs() -> list:
-    """Run what the ORM broker holds, as a worker of the job cluster would."""
-    results = []
-    for item in OrmQ.objects.order_by("pk"):
-        task = item.task
-        item.delete()
-        results.append(import_string(task["func"])(*task["args"]))
-    return results
 
 
 def test_run_consolidation_now_queues_the_job_and_links_its_run(
@@ -118,7 +149,7 @@ def test_run_consolidation_now_queues_the_job_and_links_its_run(
     assert reverse("admin:memories_consolidationrun_change", args=[run.pk]) in html and "is queued" in html
     assert OrmQ.objects.get().task["func"] == "memories.jobs.memories_consolidate_job"
 
-    assert run_queued_jobs() == [run.pk]
+    assert [result for _, _, result in run_queued_jobs()] == [run.pk]
     run.refresh_from_db()
     assert (run.status, run.merged) == ("done", 1) and Memory.objects.count() == 1
     page = admin_client.get(reverse("admin:memories_consolidationrun_change", args=[run.pk])).content.decode()

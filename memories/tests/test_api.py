@@ -47,7 +47,7 @@ def test_tools_are_openai_function_schemas_with_a_route_each(api):
         route = body["routes"][function["name"]]
         assert route["tool"] == function["name"].replace("_", ".", 1) and route["method"] == "POST"
     assert resolve(body["routes"]["memory_remember"]["path"]).url_name == "internal-remember"
-    assert body["session_fields"] == ["room_id", "speaker_id", "conversation_id"]
+    assert body["session_fields"] == ["room_id", "speaker_id", "conversation_id", "model_location"]
 
 
 def test_recall_answers_with_memories_prompt_and_working_memory(api):
@@ -223,12 +223,15 @@ BAD_RECALL = [
     ("limit zero", {"limit": 0}, "limit", 400),
     ("limit too high", {"limit": 51}, "limit", 400),
     ("limit a string", {"limit": "5"}, "limit", 400),
+    ("no model location without a conversation", {"model_location": None}, "model_location", 400),
+    ("model location not local or cloud", {"model_location": "moon"}, "model_location", 400),
+    ("model location not a string", {"model_location": 1}, "model_location", 400),
 ]
 
 
 @pytest.mark.parametrize(("case", "change", "field", "status"), BAD_RECALL, ids=[c[0] for c in BAD_RECALL])
 def test_bad_recall_input_names_the_field_and_writes_nothing(api, world, case, change, field, status):
-    payload = {"query": "What is the gate code?", "room_id": world["room"]}
+    payload = {"query": "What is the gate code?", "room_id": world["room"], "model_location": "local"}
     payload.update({k: world["other_conversation"] if v == "other" else v for k, v in change.items()})
     payload = {k: v for k, v in payload.items() if v is not None}
     before = _snapshot()

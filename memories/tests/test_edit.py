@@ -141,3 +141,23 @@ def test_a_note_covered_by_a_forget_block_is_refused():
     with pytest.raises(ApplicationError, match="forget block"):
         memory_note_add(content="The gate code is 4711", actor="admin:3")
     assert not Memory.objects.exists()
+
+
+def test_an_edit_into_forgotten_content_is_refused_with_the_tombstone_and_nothing_changes():
+    gone = MemoryFactory(content="Der Code für das Gartentor ist 4711.", language="de")
+    [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
+    memory = MemoryFactory(content="Die Mülltonne steht hinter der Garage.", language="de")
+    with pytest.raises(ApplicationError) as refused:
+        memory_edit(memory=memory, content="Der Code für das Gartentor ist 4711.", actor="admin:1")
+    assert f"#{tombstone.pk}" in refused.value.message and refused.value.field == "content"
+    assert refused.value.status == 409
+    memory.refresh_from_db()
+    assert memory.content == "Die Mülltonne steht hinter der Garage." and actions(memory.pk) == []
+
+
+def test_an_edit_that_carries_a_forgotten_value_is_refused_too(usem3):
+    gone = MemoryFactory(content="Das WLAN-Passwort ist Zebra 98765 quokka.", language="de")
+    [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
+    memory = MemoryFactory(content="Das Gästezimmer ist oben links.", language="de")
+    with pytest.raises(ApplicationError, match=f"#{tombstone.pk}"):
+        memory_edit(memory=memory, content="Zebra: 98765", actor="admin:1")

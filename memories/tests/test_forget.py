@@ -8,7 +8,6 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.models import (
     AuditEvent,
@@ -35,6 +34,7 @@ from memories.services.forget import (
 )
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -94,7 +94,7 @@ def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(ho
         assert secret.pk not in [m.pk for m in forget_candidates(query=query, speaker=ben, room=kitchen)]
         assert secret.pk not in [m.pk for m in forget_candidates(query=query, speaker=None, room=kitchen)]
         assert secret.pk in [m.pk for m in forget_candidates(query=query, speaker=anna, room=kitchen)]
-    _, _, candidates = forget_request_create(query=secret.content, speaker=ben, room=kitchen)
+    _, _, candidates, _ = forget_request_create(query=secret.content, speaker=ben, room=kitchen, model_location="local")
     assert secret.pk not in [m.pk for m in candidates]
 
 
@@ -120,7 +120,9 @@ def test_superseded_versions_are_candidates_too():
 
 def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(household):
     anna, _, kitchen, key = household
-    token, expires_at, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, expires_at, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     request = ForgetRequest.objects.get()
     assert request.token_hash == hashlib.sha256(token.encode()).hexdigest() != token
     assert (request.speaker, request.room, request.candidate_ids) == (anna, kitchen, [key.pk])
@@ -130,14 +132,19 @@ def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(househol
 
 def test_no_candidates_means_no_token_and_no_request(household):
     _, _, kitchen, _ = household
-    assert forget_request_create(query="Vergiss meine Steuererklärung", speaker=None, room=kitchen) == (None, None, [])
+    found = forget_request_create(
+        query="Vergiss meine Steuererklärung", speaker=None, room=kitchen, model_location="local"
+    )
+    assert found == (None, None, [], "")
     assert not ForgetRequest.objects.exists()
 
 
 def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(household):
     anna, _, kitchen, key = household
     MemoryAccess.objects.create(memory=key, count=3, last_accessed_at=timezone.now())
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     tombstones = forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert [t.memory_id for t in tombstones] == [key.pk]
     assert not Memory.objects.filter(pk=key.pk).exists()
@@ -155,7 +162,9 @@ def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(househol
 def test_a_subset_of_the_candidates_can_be_chosen():
     first = MemoryFactory(content="Der Ersatzschlüssel liegt in der Schublade", language="de")
     second = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de")
-    token, _, candidates = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=None, room=None)
+    token, _, candidates, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=None, room=None, model_location="local"
+    )
     assert {m.pk for m in candidates} == {first.pk, second.pk}
     forget_request_confirm(token=token, speaker=None, confirm=True, memory_ids=[second.pk])
     assert list(Memory.objects.values_list("pk", flat=True)) == [first.pk]
@@ -171,7 +180,9 @@ def _rejected(expected_message, **kwargs):
 
 def test_without_confirmation_nothing_happens_and_the_token_stays_valid(household):
     anna, _, kitchen, key = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     for confirm in (False, None, "yes", 1):
         assert _rejected(None, token=token, speaker=anna, confirm=confirm).field == "confirm"
     assert Memory.objects.filter(pk=key.pk).exists()
@@ -180,14 +191,18 @@ def test_without_confirmation_nothing_happens_and_the_token_stays_valid(househol
 
 def test_a_token_works_once(household):
     anna, _, kitchen, _ = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert _rejected(TOKEN_USED, token=token, speaker=anna, confirm=True).status == 409
 
 
 def test_an_expired_token_forgets_nothing(household):
     anna, _, kitchen, key = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     ForgetRequest.objects.update(
         created_at=timezone.now() - FORGET_TOKEN_TTL - timedelta(seconds=2),
         expires_at=timezone.now() - timedelta(seconds=1),
@@ -198,10 +213,14 @@ def test_an_expired_token_forgets_nothing(household):
 
 def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
     anna, ben, kitchen, key = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     assert _rejected(TOKEN_FOREIGN, token=token, speaker=ben, confirm=True).status == 403
     assert _rejected(TOKEN_FOREIGN, token=token, speaker=None, confirm=True).status == 403
-    unknown_token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=None, room=kitchen)
+    unknown_token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=None, room=kitchen, model_location="local"
+    )
     assert _rejected(TOKEN_FOREIGN, token=unknown_token, speaker=anna, confirm=True).status == 403
     assert Memory.objects.filter(pk=key.pk).exists()
     assert ForgetRequest.objects.filter(used_at__isnull=False).count() == 0
@@ -209,7 +228,9 @@ def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
 
 def test_a_forged_token_is_unknown(household):
     anna, _, kitchen, _ = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     request = ForgetRequest.objects.get()
     for forged in (token[:-1] + ("A" if token[-1] != "A" else "B"), request.token_hash, "", "x" * 500):
         assert _rejected(TOKEN_UNKNOWN, token=forged, speaker=anna, confirm=True).field == "token"
@@ -219,7 +240,9 @@ def test_a_forged_token_is_unknown(household):
 def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household):
     anna, _, kitchen, key = household
     other = Memory.objects.exclude(pk=key.pk).first()
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     error = _rejected(None, token=token, speaker=anna, confirm=True, memory_ids=[key.pk, other.pk])
     assert error.field == "memory_ids" and str(other.pk) in error.message
     assert _rejected(None, token=token, speaker=anna, confirm=True, memory_ids=[]).field == "memory_ids"
@@ -230,7 +253,9 @@ def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household
 
 def test_visibility_is_checked_again_at_confirm_time(household):
     anna, ben, kitchen, key = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=ben, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=ben, room=kitchen, model_location="local"
+    )
     # Meanwhile the memory became Anna's private one: Ben may no longer forget it.
     Memory.objects.filter(pk=key.pk).update(scope=Scope.PRIVATE, owner=anna)
     assert forget_request_confirm(token=token, speaker=ben, confirm=True) == []
@@ -240,7 +265,9 @@ def test_visibility_is_checked_again_at_confirm_time(household):
 @pytest.mark.django_db(transaction=True)
 def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_used():
     MemoryFactory(content=KEY, language="de")
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=None, room=None)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=None, room=None, model_location="local"
+    )
     outcome = {}
 
     def second_confirmation():
@@ -267,7 +294,9 @@ def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_use
 
 def test_a_forgotten_fact_is_blocked_on_the_store_path(household):
     anna, _, kitchen, _ = household
-    token, _, _ = forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    token, _, _, _ = forget_request_create(
+        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+    )
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     result = store(KEY)
     assert result.outcome == StoreOutcome.BLOCKED
@@ -294,10 +323,10 @@ def test_tombstone_lift_deletes_the_block_and_audits_it(household):
 
 def test_old_spent_requests_are_cleaned_up(household):
     anna, _, kitchen, _ = household
-    forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen)
+    forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local")
     long_ago = timezone.now() - timedelta(days=3)
     ForgetRequest.objects.update(created_at=long_ago, expires_at=long_ago + FORGET_TOKEN_TTL)
-    forget_request_create(query="Vergiss den Code vom Gartentor", speaker=anna, room=kitchen)
+    forget_request_create(query="Vergiss den Code vom Gartentor", speaker=anna, room=kitchen, model_location="local")
     assert ForgetRequest.objects.count() == 1
 
 
@@ -320,7 +349,9 @@ def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
     anna, kitchen = PersonFactory(), RoomFactory()
     memory = store(original, language=language).memory
     store("Am Dienstag kommt die Müllabfuhr.")
-    token, _, candidates = forget_request_create(query=f"Bitte vergiss: {original}", speaker=anna, room=kitchen)
+    token, _, candidates, _ = forget_request_create(
+        query=f"Bitte vergiss: {original}", speaker=anna, room=kitchen, model_location="local"
+    )
     assert [m.pk for m in candidates] == [memory.pk]
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert not Memory.objects.filter(pk=memory.pk).exists()

@@ -3,9 +3,9 @@
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from conftest import one_hot
 from memories.models import AuditEvent, ConsolidationRun, Memory, Tombstone
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

@@ -58,7 +58,12 @@ def test_after_a_forget_through_the_api_only_the_transcript_holds_the_text(api, 
     caplog.set_level(logging.DEBUG)
     found = api.post(
         "/internal/v1/memories/find_to_forget",
-        {"query": "Bitte vergiss, wo der Ersatzschlüssel ist", "room_id": kitchen.pk, "speaker_id": anna.pk},
+        {
+            "query": "Bitte vergiss, wo der Ersatzschlüssel ist",
+            "room_id": kitchen.pk,
+            "speaker_id": anna.pk,
+            "model_location": "local",
+        },
     ).json()
     assert found["candidates"][0]["id"] == memory.pk
     # While the request is pending, neither its query nor the candidates' text is stored.

@@ -2,11 +2,11 @@
 
 import pytest
 
-from conftest import one_hot
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory
 from memories.selectors.search import memories_search
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,6 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from conftest import one_hot
 from justai_memory.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
@@ -15,6 +14,7 @@ from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -253,8 +253,9 @@ def test_the_number_of_statements_does_not_grow_with_the_batch(size):
     with CaptureQueriesContext(connection) as queries:
         results = batch(*drafts)
     assert [r.outcome for r in results].count("merged") == 1
-    # savepoint, forget blocks, nearest memories, lock the duplicate, insert, update the merged row, audit, release
-    assert len(queries) == 8, [q["sql"][:60] for q in queries]
+    # savepoint, forget blocks, the scope's store lock, nearest memories, lock the duplicate, insert, update the
+    # merged row, audit, release
+    assert len(queries) == 9, [q["sql"][:60] for q in queries]
 
 
 def test_a_merge_fills_in_what_the_stored_row_lacks_and_saves_it():

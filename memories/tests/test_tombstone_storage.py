@@ -5,8 +5,8 @@ import importlib
 import pytest
 from django.db import connection
 
-from conftest import one_hot
 from memories.models import Tombstone
+from memories.tests.helpers import one_hot
 
 pytestmark = pytest.mark.django_db
 

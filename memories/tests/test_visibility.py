@@ -97,7 +97,10 @@ def test_no_read_path_returns_an_invisible_memory(household):
             }
             assert about <= recallable
         recalled = {
-            m.id for m in memory_recall(query=TEXT, speaker=speaker, room=room, limit=RECALL_LIMIT_MAX).memories
+            m.id
+            for m in memory_recall(
+                query=TEXT, speaker=speaker, room=room, model_location="local", limit=RECALL_LIMIT_MAX
+            ).memories
         }
         assert recalled == recallable
         # Only what was returned was counted as accessed.

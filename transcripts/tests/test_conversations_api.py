@@ -2,10 +2,10 @@
 
 import pytest
 
+from memories.tests.helpers import queued_tasks
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, Turn
 from transcripts.selectors import EXTRACT_JOB
-from transcripts.tests.conftest import queued_tasks
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db

@@ -18,6 +18,7 @@ from memories.models import Memory, Provenance, Source
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
+from memories.tests.helpers import queued_tasks
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
@@ -31,9 +32,9 @@ from transcripts.services.extraction import (
     conversations_extract_sweep,
 )
 from transcripts.services.rerun import conversations_extract_rerun
-from transcripts.tests.conftest import memory_role, queued_tasks
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 from transcripts.tests.fake_llm import extraction_answer
+from transcripts.tests.helpers import memory_role
 
 pytestmark = pytest.mark.django_db
 

@@ -44,6 +44,8 @@ class Assistant:
 
     def tool(self, name: str, **payload) -> dict:
         payload = {"room_id": self.room.pk, "speaker_id": self.speaker.pk, **payload}
+        if "conversation_id" not in payload and name in ("recall", "find_to_forget"):
+            payload["model_location"] = "local"  # the assistant's session says where its model runs
         if name in ("forget",):
             payload.pop("room_id")
         path = "/internal/v1/recall" if name == "recall" else f"/internal/v1/memories/{name}"

@@ -1,0 +1,195 @@
+"""Keyed digests of a text's distinctive tokens: what lets a forget block recognise a forgotten value.
+
+A tombstone keeps no text. Besides its vector it keeps HMAC-SHA256 digests of the forgotten memory's
+distinctive tokens (numbers, codes, dates and words rare in every household language, such as a
+password), so that "Zebra: 98765" is recognised as carrying the value of a forgotten
+"Zebra-Passwort 98765 quokka" even where the meanings are far apart.
+
+Tokens are normalised before hashing: case-folded, separators inside a number or code removed
+("12-34" = "1234", "4.711" = "4711"), numeric dates written as year, month, day ("12.03.2024" =
+"2024-03-12"). Numbers need three digits; a bare year (1900-2099) is no token: it says when, not
+what. Rare means absent from wordfreq's small word lists of the household languages (Zipf
+frequency < 3, rarer than once per million words in each): "quokka", "Metformin", "Kellertür";
+not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
+
+The key is kept outside the database (``FORGET_DIGEST_KEY`` from the environment, else a key generated
+once into the data folder), so the database alone does not let anyone test guesses against a digest.
+"""
+
+import hashlib
+import hmac
+import re
+import secrets
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+
+# The languages whose common words are not distinctive (wordfreq's small lists cover them all).
+FREQUENCY_LANGUAGES = ("de", "en", "it", "es", "fr")
+# Zipf 3 = once per million words: wordfreq's small lists stop there, so "rare" is "not in any of them".
+RARE_ZIPF = 3.0
+MIN_WORD_CHARS = 4
+MIN_NUMBER_DIGITS = 3
+MIN_CODE_CHARS = 4
+FRAGMENT_CHUNKS = 3
+KEY_FILE = "forget_digest_key"
+
+# A chunk: word characters joined by separators that occur inside numbers, codes and compounds.
+# Not apostrophes: "dell'armadio" is two words, not the rare "dellarmadio".
+_CHUNK = re.compile(r"[^\W_]+(?:[-./:,][^\W_]+)*")
+_PARTS = re.compile(r"[^\W_]+")
+_DIGITS_OR_LETTERS = re.compile(r"\d+|[^\W\d_]+")
+_ORDINAL = re.compile(r"^\d+(st|nd|rd|th|er|e|te|ten|o|a|º|ª)$")
+_DAY_FIRST = re.compile(r"^(\d{1,2})[./-](\d{1,2})[./-](\d{4})$")
+_YEAR_FIRST = re.compile(r"^(\d{4})[./-](\d{1,2})[./-](\d{1,2})$")
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _date(chunk: str) -> str | None:
+    """A numeric date as yyyymmdd (day first, as written in de/it/es/en-GB), else None."""
+    if match := _DAY_FIRST.match(chunk):
+        day, month, year = match.groups()
+    elif match := _YEAR_FIRST.match(chunk):
+        year, month, day = match.groups()
+    else:
+        return None
+    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
+        return None
+    return f"{year}{int(month):02d}{int(day):02d}"
+
+
+@lru_cache(maxsize=65536)
+def is_rare_word(word: str) -> bool:
+    """True when ``word`` is in none of wordfreq's small lists of the household languages."""
+    from wordfreq import zipf_frequency  # loads its lists on first use (~0.1 s)
+
+    return all(zipf_frequency(word, language, wordlist="small") < RARE_ZIPF for language in FREQUENCY_LANGUAGES)
+
+
+def _is_year(number: str) -> bool:
+    """A bare year says when, not what: "2024" would tie every sentence of that year to a forgotten one."""
+    return len(number) == 4 and 1900 <= int(number) <= 2099
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A text's distinctive tokens: ``values`` (numbers, codes, dates) say more than ``weak`` ones (rare words).
+
+    ``fragment``: the text is at most FRAGMENT_CHUNKS words, numbers or codes ("Zebra: 98765",
+    "kestrel4491"): a forgotten token in it is most of what it says, and its similarity to any
+    sentence is low because it is short, not because it means something else.
+    """
+
+    values: frozenset[str]
+    weak: frozenset[str]
+    fragment: bool = False
+
+    @property
+    def all(self) -> frozenset[str]:
+        return self.values | self.weak
+
+
+def distinctive_tokens(text: str) -> Tokens:
+    """The normalised numbers (bare years left out), codes and dates of ``text``, and its rare words."""
+    values: set[str] = set()
+    weak: set[str] = set()
+    digit_run: list[str] = []  # adjacent all-digit chunks ("1234 5678"): also kept joined
+
+    def number(digits: str) -> None:
+        if len(digits) >= MIN_NUMBER_DIGITS:
+            if not _is_year(digits):
+                values.add(digits)
+
+    def word(candidate: str) -> None:
+        if len(candidate) >= MIN_WORD_CHARS and candidate.isalpha() and is_rare_word(candidate):
+            weak.add(candidate)
+
+    def close_run() -> None:
+        if len(digit_run) > 1:
+            values.add("".join(digit_run))
+        digit_run.clear()
+
+    chunks: list[str] = []
+    matches = list(_CHUNK.finditer(_normalise(text)))
+    for match in matches:
+        chunk = match.group()
+        parts = _PARTS.findall(chunk)
+        # "zebra-98765" is a word and a number; "a3-f9", "12-34" and "12.03.2024" are one code each.
+        if any(c.isdigit() for c in chunk) and any(p.isalpha() and len(p) > 2 for p in parts):
+            chunks.extend(parts)
+        else:
+            chunks.append(chunk)
+    for chunk in chunks:
+        parts = _PARTS.findall(chunk)
+        joined = "".join(parts)
+        if not any(c.isdigit() for c in joined):
+            close_run()
+            for candidate in {*parts, joined}:
+                word(candidate)
+            continue
+        if not joined.isdigit():
+            close_run()
+        if date := _date(chunk):
+            values.add(date)
+        elif joined.isdigit():
+            digit_run.append(joined)
+            number(joined)
+        elif not _ORDINAL.match(joined) and (
+            sum(c.isdigit() for c in joined) >= MIN_NUMBER_DIGITS or len(joined) >= MIN_CODE_CHARS
+        ):
+            values.add(joined)
+            # "kestrel4491" also carries "4491" and "kestrel", written apart elsewhere.
+            for run in _DIGITS_OR_LETTERS.findall(joined):
+                number(run) if run.isdigit() else word(run)
+    close_run()
+    return Tokens(values=frozenset(values), weak=frozenset(weak - values), fragment=len(matches) <= FRAGMENT_CHUNKS)
+
+
+def digest_key() -> bytes:
+    """The HMAC key: ``FORGET_DIGEST_KEY``, else the key generated once into the data folder."""
+    if configured := getattr(settings, "FORGET_DIGEST_KEY", ""):
+        return configured.encode()
+    return _file_key(Path(settings.DATA_DIR) / KEY_FILE)
+
+
+@lru_cache(maxsize=4)
+def _file_key(path: Path) -> bytes:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Exclusive create: two processes starting at once keep the first one's key.
+        try:
+            with open(path, "x") as handle:
+                handle.write(secrets.token_urlsafe(48))
+            path.chmod(0o600)
+        except FileExistsError:
+            pass
+    return path.read_text().strip().encode()
+
+
+def _digests(tokens) -> list[str]:
+    key = digest_key()
+    return sorted(hmac.new(key, token.encode(), hashlib.sha256).hexdigest() for token in tokens)
+
+
+def token_digests(text: str) -> list[str]:
+    """HMAC-SHA256 (hex) of each distinctive token of ``text``, sorted: what a tombstone keeps."""
+    return _digests(distinctive_tokens(text).all)
+
+
+@dataclass(frozen=True)
+class TextDigests:
+    values: list[str]
+    weak: list[str]
+    fragment: bool
+
+
+def text_digests(text: str) -> TextDigests:
+    """The digests of ``text``'s values (numbers, codes, dates) and of its weak tokens (rare words)."""
+    tokens = distinctive_tokens(text)
+    return TextDigests(values=_digests(tokens.values), weak=_digests(tokens.weak), fragment=tokens.fragment)
