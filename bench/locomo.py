@@ -9,7 +9,8 @@ is stored as a room memory "speaker: text" through ``memory_store_batch`` (valid
 blocks, duplicate merge: a turn merged into an earlier identical one is found as that one), with
 ``valid_at`` the session's date. Each question of categories 1 (multi-hop), 2 (temporal) and 4
 (single-hop) with evidence is asked through ``memory_recall`` (limit 10, an English conversation
-in that room, exactly as the API runs it) and through the single paths it fuses (``vector_hits``
+in that room, exactly as the API runs it; once more with the date path switched off, row "no
+dates") and through the single paths it fuses (``vector_hits``
 with the embedder's ``recall_min``, ``keyword_hits``). A question is a hit at k when one of its
 evidence turns is among the first k memories. Printed per category and overall: hit@1, hit@5,
 hit@10 and MRR@10; the baseline is Okapi BM25 (k1 1.2, b 0.75) over the same turns of the
@@ -25,6 +26,7 @@ import re
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -35,7 +37,7 @@ from bench._django import setup
 
 DATA = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 4: "single-hop"}
-PATHS = ("fused", "vector", "keyword", "bm25 (py)")
+PATHS = ("fused", "no dates", "vector", "keyword", "bm25 (py)")
 TARGETS = {"hit@1": 0.45, "hit@5": 0.70, "hit@10": 0.78}
 WORD = re.compile(r"\w+")
 
@@ -144,9 +146,20 @@ def main() -> None:
     from django.db import connection
 
     from memories.models import Memory
+    from memories.selectors import recall as recall_selectors
+    from memories.selectors.dates import question_dates
     from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates, vector_hits
     from memories.services.embeddings import active_embedder
     from transcripts.models import Conversation
+
+    @contextmanager
+    def dates_off():
+        """Recall as it ranks without the date path (its weight 0), for the comparison row."""
+        weight, recall_selectors.DATE_WEIGHT = recall_selectors.DATE_WEIGHT, 0.0
+        try:
+            yield
+        finally:
+            recall_selectors.DATE_WEIGHT = weight
 
     embedder = active_embedder()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
@@ -163,6 +176,7 @@ def main() -> None:
 
     per: dict[tuple[str, int], list[dict]] = {}
     seconds: list[float] = []
+    dated = dict.fromkeys(CATEGORIES, 0)
     for sample, (room, memory_of, turns) in zip(samples, stored, strict=True):
         conversation = Conversation.objects.create(room=room, language="en")
         candidates = recall_candidates(speaker=None, room=room)
@@ -184,6 +198,19 @@ def main() -> None:
                 ).memories
             ]
             seconds.append(time.perf_counter() - t)
+            with dates_off():
+                undated = [
+                    m.id
+                    for m in memory_recall(
+                        query=question,
+                        speaker=None,
+                        room=room,
+                        model_location=conversation.model_location,
+                        language=conversation.language,
+                        limit=args.limit,
+                    ).memories
+                ]
+            dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
             vector = [
                 pk
                 for pk, _ in vector_hits(
@@ -197,7 +224,7 @@ def main() -> None:
                 pk for pk, *_ in keyword_hits(candidates=candidates, query=question, languages=["en"], limit=args.limit)
             ]
             plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
-            for path, ranked in zip(PATHS, (fused, vector, keyword, plain), strict=True):
+            for path, ranked in zip(PATHS, (fused, undated, vector, keyword, plain), strict=True):
                 per.setdefault((path, qa["category"]), []).append(score(ranked[: args.limit], gold))
 
     def mean(rows: list[dict], key: str) -> float:
@@ -217,6 +244,7 @@ def main() -> None:
                 f"{figures['hit@10']:6.3f} {figures['mrr']:6.3f}"
             )
         print()
+    print("questions that name a date (dateparser): " + ", ".join(f"{CATEGORIES[c]} {n}" for c, n in dated.items()))
     seconds.sort()
     print(
         f"memory_recall p50 {seconds[len(seconds) // 2] * 1000:.1f} ms, p95 {seconds[int(0.95 * (len(seconds) - 1))] * 1000:.1f} ms"

@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from justai_memory import admin_recall_preview  # noqa: F401  (registers the memory admin with the recall preview)
 from justai_memory.household import person_delete, person_delete_preview, person_export
 from memories.actors import Actor
 from people.models import Person, Room

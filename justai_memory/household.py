@@ -135,7 +135,7 @@ def person_export(*, person: Person) -> dict:
     memories = [
         {
             "id": m.pk,
-            "relation": "owner" if m.owner_id == person.pk else "about",
+            "relation": m.relation,
             "content": m.content,
             "language": m.language,
             "kind": m.kind,

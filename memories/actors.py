@@ -11,6 +11,7 @@ class Actor:
     TOOL = "tool"  # the assistant's tools with no known speaker
     SCHEDULE = "schedule"  # a periodic job of the cluster
     COMMAND = "command"  # a management command
+    API = "api"  # an internal API call that acts for the household, not a speaker (deleting a person)
 
     @staticmethod
     def admin(user) -> str:

@@ -46,6 +46,9 @@ TEXT_SEARCH_CONFIGS = {
     "yi": "yiddish",
 }
 DEFAULT_LANGUAGE = "en"
+# The household's main languages: their function words never select memories and their date words
+# are read in every question, whatever language a question is taken to be in.
+MAIN_LANGUAGES = ("de", "en", "it", "es", "fr")
 LANGUAGE_INVALID = "'language' must be an ISO 639-1 code such as de, it or en."
 
 # A detection is trusted when lingua's likeliest language leads the next by this much confidence;

@@ -84,7 +84,15 @@ def text(max_length: int = MAX_TEXT_CHARS) -> Any:
 
 Text = text()
 LanguageCode = Annotated[str, StringConstraints(pattern=LANGUAGE_CODE_REGEX), AfterValidator(plain_text)]
-Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+def integral(value: Any) -> Any:
+    # JSON has one number type: 12.0 is the integer 12 (as JSON Schema says); 12.5, "12" and true are not.
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Integer = Annotated[int, BeforeValidator(integral)]
+Id = Annotated[Integer, Field(ge=1, le=MAX_ID)]
 
 
 def _timestamp(value: Any) -> datetime:

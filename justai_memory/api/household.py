@@ -1,5 +1,6 @@
 """People and rooms: the household's ids for every other call; what is stored about a person, their export, erasure."""
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
@@ -8,6 +9,7 @@ from pydantic import Field
 
 from justai_memory.api.common import ERRORS, Input, IsoDateTime, LanguageCode, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
+from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
 from memories.selectors.person import person_memories
 from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
@@ -126,7 +128,7 @@ def person_delete_view(request, person_id: int, payload: ConfirmIn):
     """Delete a person with the token of POST people/{id}/deletion: their private memories, forget blocks and
     sightings go; their conversations are kept but never extracted. Nothing is removed without a valid token."""
     deletion = person_delete_confirm(
-        person=_person(person_id), token=payload.token, confirm=payload.confirm, actor="api"
+        person=_person(person_id), token=payload.token, confirm=payload.confirm, actor=Actor.API
     )
     return deletion.as_dict()
 
@@ -142,6 +144,10 @@ class PersonMemoryOut(Schema):
     room_id: int | None
     date: IsoDateTime
 
+    @staticmethod
+    def resolve_date(memory) -> datetime:
+        return memory.valid_at
+
 
 @router.get(
     "/people/{int:person_id}/memories",
@@ -155,20 +161,7 @@ def person_memories_list(request, person_id: int, model_location: Literal[MODEL_
     where the model that reads them runs; a cloud model gets 403 with the reason unless the household allows it."""
     person = _person(person_id)
     memories_allowed_or_refuse(model_location=model_location)
-    return [
-        {
-            "id": m.pk,
-            "relation": "owner" if m.owner_id == person.pk else "about",
-            "content": m.content,
-            "language": m.language,
-            "kind": m.kind,
-            "label": m.label,
-            "scope": m.scope,
-            "room_id": m.room_id,
-            "date": m.valid_at,
-        }
-        for m in person_memories(person=person).active().defer("embedding")
-    ]
+    return person_memories(person=person).active().defer("embedding")
 
 
 @router.get("/people/{int:person_id}/export", response={200: dict[str, Any], **ERRORS})

@@ -7,7 +7,7 @@ from ninja import Router, Schema, Status
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Text, lookup, text
+from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
@@ -56,7 +56,7 @@ class RecallIn(Input):
     speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
     conversation_id: Id | None = Field(None, description="The conversation (of this room) the query belongs to.")
     model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
-    limit: int = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
+    limit: Integer = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
 
 
 class TurnOut(Schema):
@@ -201,6 +201,8 @@ def find_to_forget(request, payload: FindToForgetIn):
 
 
 def _id_list(value: Any) -> Any:
+    if isinstance(value, list):
+        value = [integral(pk) for pk in value]
     if value is not None and (
         not isinstance(value, list)
         or len(value) > MAX_MEMORY_IDS

@@ -4,6 +4,7 @@ import functools
 
 from django.http import Http404, HttpRequest, HttpResponseNotAllowed
 from django.urls import URLPattern, re_path
+from django.views.decorators.csrf import csrf_exempt
 
 from justai_memory.api.errors import METHOD_NOT_ALLOWED, NOT_FOUND, error_response
 from justai_memory.api.main import api
@@ -40,6 +41,7 @@ def _json_contract(view):
     return wrapper
 
 
+@csrf_exempt  # or CsrfViewMiddleware answers a POST to an unknown path with its HTML 403
 def not_found(request: HttpRequest, *args, **kwargs):
     return error_response(NOT_FOUND, status=404)
 

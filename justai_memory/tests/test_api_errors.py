@@ -128,3 +128,20 @@ def test_posts_need_no_csrf_token_the_bearer_token_is_the_credential(api_token):
         HTTP_AUTHORIZATION=f"Bearer {api_token}",
     )
     assert response.status_code == 201
+    unknown = client.post(
+        "/internal/v1/nope", {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_token}"
+    )
+    _contract(unknown, 404)
+
+
+def test_an_integral_json_number_is_an_id_a_fraction_or_a_string_is_not(api):
+    room = RoomFactory()
+    assert (
+        api.post(
+            "/internal/v1/recall",
+            {"query": "Schlüssel", "room_id": float(room.pk), "limit": 5.0, "model_location": "local"},
+        ).status_code
+        == 200
+    )
+    for bad in (room.pk + 0.5, str(room.pk), True):
+        _contract(api.post("/internal/v1/recall", {"query": "Schlüssel", "room_id": bad}), 400, "room_id")

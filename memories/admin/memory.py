@@ -13,7 +13,6 @@ from memories.actors import Actor
 from memories.admin.base import memory_link
 from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
-from memories.admin.recall_preview import RecallPreviewMixin
 from memories.models import AuditEvent, Memory, Scope, Status
 from memories.selectors.search import memories_search
 from memories.services.edit import EDITABLE_FIELDS, memory_edit, memory_note_add
@@ -22,7 +21,7 @@ from memories.services.store import StoreOutcome
 
 
 @admin.register(Memory)
-class MemoryAdmin(RecallPreviewMixin, admin.ModelAdmin):
+class MemoryAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "content_preview",

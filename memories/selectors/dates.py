@@ -3,8 +3,8 @@
 dateparser finds and reads them: it knows the month and weekday names and the relative phrases
 ("yesterday", "vor zwei Wochen", "la settimana scorsa") of some 200 locales, is maintained, and
 tells how precise a date is (day, week, month or year), which is what turns a date into a span.
-It costs 0.2-2 ms a question once its language data is loaded (the first call of a process loads
-it, ~40 ms); questions without a digit or a date word do not reach it.
+Its search costs 2-6 ms a question, so only questions with a month or weekday name or a relative
+date phrase reach it; a bare year ("1990") is read without it, and most questions name no date.
 """
 
 import re
@@ -17,23 +17,29 @@ from django.utils import timezone
 
 from memories.matching import DATE_WORDS
 
-# Words that can start a relative date in the household's main languages. Only a question with one
-# of these, a month or weekday name or a digit is handed to dateparser (most questions name no date).
-RELATIVE_WORDS = frozenset(
+# Words that make a relative date on their own ("gestern", "last week", "la settimana scorsa") ...
+RELATIVE_MARKERS = frozenset(
     """
-    yesterday today tomorrow last ago week weeks month months year years weekend
-    gestern vorgestern heute morgen letzte letzten letztes letzter vergangene vergangenen vor woche wochen
-    monat monaten jahr jahren wochenende
-    ieri oggi domani scorsa scorso fa settimana settimane mese mesi anno anni
-    ayer hoy mañana pasada pasado hace semana semanas mes meses año años
-    hier aujourd'hui demain dernière dernier il semaine semaines mois an ans année
+    yesterday today last
+    gestern vorgestern heute letzte letzten letztes letzter vergangene vergangenen vergangenes
+    ieri oggi scorsa scorso scorsi scorse
+    ayer hoy pasada pasado
+    hier dernière dernier dernières derniers passée passé
+    """.split()
+)
+# ... and words that do only beside a unit of time ("vor drei Tagen", "two weeks ago", "tre giorni fa").
+RELATIVE_BESIDE_UNIT = frozenset("vor ago fa hace il".split())
+TIME_UNITS = frozenset(
+    """
+    day days week weeks month months year years weekend
+    tag tage tagen woche wochen monat monate monaten jahr jahre jahren wochenende
+    giorno giorni settimana settimane mese mesi anno anni
+    día días dia dias semana semanas mes meses año años
+    jour jours semaine semaines mois an ans année années
     """.split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _YEAR = re.compile(r"\b(19|20)\d\d\b")
-_DIGIT = re.compile(r"\d")
-# dateparser's languages are ISO 639-1 codes too; it refuses codes it does not know.
-PARSER_LANGUAGES = ("de", "en", "it", "es", "fr")
 
 
 @dataclass(frozen=True)
@@ -54,12 +60,13 @@ class DateSpan:
         return Q(valid_at__month=self.start.month)
 
 
-def may_name_a_date(query: str) -> bool:
-    """Cheap test: a digit, a month or weekday name or a relative date word."""
-    if _DIGIT.search(query):
-        return True
-    words = {w.lower() for w in _WORD.findall(query)}
-    return bool(words & DATE_WORDS or words & RELATIVE_WORDS)
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def needs_parser(words: set[str]) -> bool:
+    """A month or weekday name, or a relative date phrase: what only dateparser can read."""
+    return bool(words & DATE_WORDS or words & RELATIVE_MARKERS or (words & RELATIVE_BESIDE_UNIT and words & TIME_UNITS))
 
 
 @lru_cache(maxsize=16)
@@ -69,37 +76,39 @@ def _parser(languages: tuple[str, ...]):
     return DateDataParser(languages=list(languages), settings={"PREFER_DATES_FROM": "past"})
 
 
-def _parser_languages(languages) -> tuple[str, ...]:
-    """The main languages in a fixed order (one parser for all questions), and the question's if dateparser knows it."""
+@lru_cache(maxsize=1)
+def _known_languages() -> frozenset[str]:
     from dateparser.languages.loader import LocaleDataLoader
 
-    known = LocaleDataLoader().get_locale_map(languages=None)
-    return (*PARSER_LANGUAGES, *sorted(code for code in set(languages) - set(PARSER_LANGUAGES) if code in known))
+    return frozenset(LocaleDataLoader().get_locale_map(languages=None))
 
 
 def question_dates(*, query: str, languages, now: datetime | None = None) -> list[DateSpan]:
-    """The spans of the dates the question names, in the question's and the household's main languages.
+    """The spans of the dates the question names, read in ``languages`` (the query's and the household's).
 
     A bare number other than a year ("18th", "4711") is no date. A month or day without a year
     means that month or day in any year; relative dates count from ``now``.
     """
-    if not may_name_a_date(query):
-        return []
+    words = _words(query)
+    now = timezone.localtime(now or timezone.now())
+    if not needs_parser(words):
+        return [
+            _span(datetime(int(y.group()), 1, 1), "year", text=y.group(), every_year=False)
+            for y in _YEAR.finditer(query)
+        ]
     from dateparser.search import search_dates
 
-    now = timezone.localtime(now or timezone.now())
-    codes = _parser_languages(languages)
+    codes = tuple(sorted(code for code in set(languages) if code in _known_languages())) or ("en",)
     settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.replace(tzinfo=None)}
     found = search_dates(query, languages=list(codes), settings=settings) or []
     spans = []
     for text, _ in found:
-        words = {w.lower() for w in _WORD.findall(text)}
-        named = bool(words & DATE_WORDS)
+        text_words = _words(text)
+        named = bool(text_words & DATE_WORDS)
         year = bool(_YEAR.search(text))
-        relative = bool(words & RELATIVE_WORDS)
-        if not (named or year or relative):
+        if not (named or year or needs_parser(text_words) or text_words & TIME_UNITS):
             continue  # a bare number or ordinal
-        data = _parser(codes).get_date_data(text, date_formats=None)
+        data = _parser(codes).get_date_data(text)
         if data.date_obj is None:
             continue
         spans.append(_span(data.date_obj, data.period or "day", text=text, every_year=named and not year))

@@ -7,7 +7,7 @@ from django.db import connection
 from django.db.models import F
 
 from memories.embedders import Embedder
-from memories.languages import text_search_config
+from memories.languages import MAIN_LANGUAGES, text_search_config
 from memories.matching import may_be_duplicates
 from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
@@ -20,7 +20,7 @@ FORGET_CANDIDATES_MAX = 5
 VECTOR_MARGIN = 0.2
 MAX_KEYWORDS = 12
 # The household's main languages: a word that is a stop word in any of them says nothing about what to forget.
-KEYWORD_LANGUAGES = ("de", "en", "it", "es", "fr")
+KEYWORD_LANGUAGES = MAIN_LANGUAGES
 # Words that ask to forget rather than say what; they would match any memory that happens to contain them.
 REQUEST_WORDS = frozenset(
     """

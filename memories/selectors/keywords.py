@@ -8,7 +8,7 @@ from typing import NamedTuple
 from django.db import connection
 
 from memories.embedders import vector_literal
-from memories.languages import household_languages, text_search_config
+from memories.languages import MAIN_LANGUAGES, household_languages, text_search_config
 from memories.selectors.nearest import table_where
 
 # Okapi BM25 (Robertson et al.), the usual constants. A memory is a sentence or two, so a word's
@@ -25,7 +25,7 @@ FREQUENT_LEXEME_ROWS = 250
 # nor stemmed, whatever the query's language is taken to be: a German question from a speaker whose
 # language is Italian would otherwise match "ist" and "der" as typed in every German memory. The
 # household's own languages (its people's) are added to these.
-STOP_WORD_LANGUAGES = ("de", "en", "it", "es", "fr")
+STOP_WORD_LANGUAGES = MAIN_LANGUAGES
 
 # Per lexeme of the column, the number of memories holding it, from the statistics ANALYZE keeps
 # (the most common 10,000 lexemes: migration 0005 sets the column's target to 1,000), and the
@@ -54,6 +54,7 @@ class Statistics(NamedTuple):
     average_length: float
     rare_rows: float
     stop_configs: tuple[str, ...]
+    household: tuple[str, ...] = ()  # the people's preferred languages
 
 
 _statistics: dict[str, Statistics] = {}
@@ -119,7 +120,8 @@ def keyword_statistics() -> Statistics:
     by_folded: dict[str, tuple[str, ...]] = {}
     for lexeme in sorted(rows):
         by_folded[_fold(lexeme)] = (*by_folded.get(_fold(lexeme), ()), lexeme)
-    configs = (text_search_config(code) for code in (*STOP_WORD_LANGUAGES, *sorted(household_languages())))
+    household = tuple(sorted(household_languages()))
+    configs = (text_search_config(code) for code in (*STOP_WORD_LANGUAGES, *household))
     statistics = Statistics(
         expires=time.monotonic() + STATISTICS_TTL,
         rows=rows,
@@ -128,6 +130,7 @@ def keyword_statistics() -> Statistics:
         average_length=float(average or 1.0),
         rare_rows=max(min(rows.values(), default=2.0) / 2, 1.0),
         stop_configs=tuple(c for c in dict.fromkeys(configs) if c != "simple"),
+        household=household,
     )
     _statistics[key] = statistics
     return statistics

@@ -1,6 +1,6 @@
 """What the memory holds about one person ("what do you know about me"), and procedures for automations."""
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
 from memories.models import Kind, Memory, Scope, Tombstone
 from memories.selectors.recall import recall_candidates
@@ -11,13 +11,15 @@ def person_memories(*, person) -> QuerySet[Memory]:
 
     The one visibility rule (``visible_to``), applied for no room and for each room that holds a
     room memory about them: someone else's private memory about them never shows. Superseded ones
-    are included; ``.active()`` narrows to what recall would use.
+    are included; ``.active()`` narrows to what recall would use. Each carries ``relation``: "owner"
+    (their own private memory) or "about".
     """
     theirs = Memory.objects.filter(Q(owner=person) | Q(about=person))
     visible = Memory.objects.visible_to(speaker=person, room=None)
     for room_id in theirs.filter(scope=Scope.ROOM).values_list("room_id", flat=True).distinct().order_by():
         visible |= Memory.objects.visible_to(speaker=person, room=room_id)
-    return theirs.filter(pk__in=visible.values("pk")).order_by("-valid_at", "-id")
+    relation = Case(When(owner=person, then=Value("owner")), default=Value("about"), output_field=CharField())
+    return theirs.filter(pk__in=visible.values("pk")).annotate(relation=relation).order_by("-valid_at", "-id")
 
 
 def person_forget_block_counts(*, person) -> dict[str, int]:

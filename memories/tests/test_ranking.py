@@ -116,13 +116,14 @@ def test_question_dates_reads_spans_in_the_households_languages():
     spans = {
         q: [
             (s.start.date().isoformat(), s.end.date().isoformat(), s.every_year)
-            for s in question_dates(query=q, languages=["it"], now=now)
+            for s in question_dates(query=q, languages=["it", "de", "en"], now=now)
         ]
         for q in (
             "Wann war der Termin im Mai?",
             "in July 2023",
             "Cosa è successo ieri?",
             "Wofür ist 4711?",
+            "Was geschah 1990?",
             "Was haben wir letzte Woche gemacht?",
         )
     }
@@ -130,6 +131,7 @@ def test_question_dates_reads_spans_in_the_households_languages():
     assert spans["in July 2023"] == [("2023-07-01", "2023-08-01", False)]
     assert spans["Cosa è successo ieri?"] == [("2026-11-30", "2026-12-01", False)]
     assert spans["Wofür ist 4711?"] == []  # a number is no date
+    assert spans["Was geschah 1990?"] == [("1990-01-01", "1991-01-01", False)]  # a year, read without dateparser
     assert spans["Was haben wir letzte Woche gemacht?"] == [("2026-11-23", "2026-11-30", False)]
 
 

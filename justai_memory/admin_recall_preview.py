@@ -1,18 +1,60 @@
-"""The recall preview page of the memory admin: what the assistant would get for a question."""
+"""The recall preview page of the memory admin: what the assistant would get for a question.
 
+In the wiring layer because it answers as the API does, which puts two apps together: recall
+(memories) and the conversation's working memory (transcripts). It extends the memories app's
+MemoryAdmin, registered again here with the page added (``admin:memories_memory_recall_preview``).
+"""
+
+from django import forms
+from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import path
 
 from justai_memory.errors import ApplicationError
-from memories.admin.forms import RecallPreviewForm
-from memories.selectors.privacy import model_location_of
+from memories.admin import MemoryAdmin
+from memories.limits import MAX_TEXT_CHARS
+from memories.models import Memory
+from memories.selectors.privacy import LOCAL, MODEL_LOCATIONS, model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
+from people.models import Person, Room
+from transcripts.models import Conversation
 from transcripts.selectors import working_memory
 
 # Turns are conversation content: only who may read conversations in the admin sees them here.
 VIEW_CONVERSATIONS = "transcripts.view_conversation"
+
+
+class RecallPreviewForm(forms.Form):
+    speaker = forms.ModelChoiceField(
+        Person.objects.all(), required=False, empty_label="unknown speaker", help_text="Who asks."
+    )
+    room = forms.ModelChoiceField(Room.objects.all(), help_text="Where the question is asked.")
+    query = forms.CharField(
+        label="Question", max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
+    )
+    model_location = forms.ChoiceField(
+        choices=[(location, location) for location in MODEL_LOCATIONS],
+        initial=LOCAL,
+        help_text="Where the model that reads the answer runs (the cloud rule applies to cloud).",
+    )
+    conversation = forms.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Optional conversation id: its language and model location apply (cloud if either says so), "
+        "and its working memory is shown to users who may view conversations.",
+    )
+    limit = forms.IntegerField(min_value=1, max_value=50, initial=10)
+
+    def clean_conversation(self):
+        pk = self.cleaned_data.get("conversation")
+        if pk is None:
+            return None
+        try:
+            return Conversation.objects.get(pk=pk)
+        except Conversation.DoesNotExist:
+            raise forms.ValidationError(f"No conversation with id {pk}.") from None
 
 
 class RecallPreviewMixin:
@@ -72,3 +114,11 @@ class RecallPreviewMixin:
             "turns_hidden": bool(result and data["conversation"] and not may_read_turns),
         }
         return TemplateResponse(request, "admin/memories/memory/recall_preview.html", context)
+
+
+admin.site.unregister(Memory)
+
+
+@admin.register(Memory)
+class MemoryWithPreviewAdmin(RecallPreviewMixin, MemoryAdmin):
+    """The memories app's MemoryAdmin and the recall preview page."""

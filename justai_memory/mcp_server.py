@@ -1,0 +1,315 @@
+"""The memory as an MCP server (Streamable HTTP, mounted at /mcp): recall, remember, find_to_forget, forget.
+
+Built on the official ``mcp`` SDK (``MCPServer``): it speaks every protocol revision the clients
+use (the initialize handshake of Home Assistant and desktop assistants, and the sessionless
+2026 revision), derives the tool schemas from the signatures below and turns ``ToolError`` into
+an ``isError`` result the model can read. Stateless mode: no session lives in a worker's memory,
+so any of the web server's worker processes answers any request (a session-ful transport would
+fail whenever a follow-up request lands on another worker). JSON responses: every tool answers
+at once, nothing streams.
+
+Who asks, and where, comes from the client's configuration, never from the model: the room
+(``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
+runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
+leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool calls the same
+service as the JSON API.
+"""
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import BaseModel, Field
+
+from justai_memory.api.auth import API_CLOSED, authorization_valid
+from justai_memory.api.common import LanguageCode, Text
+from justai_memory.api.errors import UNAUTHORIZED
+from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
+from justai_memory.api.tools import TOOLS
+from justai_memory.errors import ApplicationError
+from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
+from memories.models import Kind, Scope
+from memories.selectors.privacy import CLOUD, MODEL_LOCATIONS
+from memories.selectors.recall import memory_recall
+from memories.services.forget import forget_request_confirm, forget_request_create
+from memories.services.remember import REMEMBER_SCOPES, memory_remember
+from people.models import Person, Room
+
+logger = logging.getLogger(__name__)
+
+ROOM_HEADER = "X-Room-Id"
+SPEAKER_HEADER = "X-Speaker-Id"
+MODEL_LOCATION_HEADER = "X-Model-Location"
+DEFAULT_MODEL_LOCATION = CLOUD
+HEADER_MISSING = "The MCP client must send the header {header} (set it in the client's MCP configuration)."
+HEADER_NOT_AN_ID = "The header {header} must be a number (an id from manage.py list_household)."
+HEADER_UNKNOWN = "The header {header} names no {what}: there is no {what} with id {pk} (see manage.py list_household)."
+MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or 'cloud'."
+
+INSTRUCTIONS = (
+    "The household's long-term memory. Call recall before answering anything that may depend on what "
+    "the household told you earlier; remember only when the user asks you to; to forget, call "
+    "find_to_forget, read the candidates to the user, and call forget only after they said yes."
+)
+
+server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
+
+
+class RecalledMemory(BaseModel):
+    id: int
+    content: str
+    language: str
+    kind: str
+    label: str = Field(description="confirmed, observed, from conversation, or GUESS")
+    scope: str
+    date: str
+
+
+class Recalled(BaseModel):
+    memories: list[RecalledMemory]
+    prompt: str = Field(description="The memories as a prompt block, each line with its label and date.")
+    withheld: bool = Field(description="True when memories were withheld from a cloud model.")
+    withheld_reason: str | None = None
+
+
+class Remembered(BaseModel):
+    id: int
+    outcome: str = Field(description="created, merged into an existing memory, ...")
+    lifted_blocks: int = Field(description="Forget blocks this lifted (the speaker asked to remember it again).")
+
+
+class Candidate(BaseModel):
+    id: int
+    content: str
+    label: str
+    scope: str
+
+
+class ForgetCandidates(BaseModel):
+    token: str | None = Field(
+        description="Confirmation token for forget (10 minutes, single use); null: nothing found."
+    )
+    expires_at: str | None
+    candidates: list[Candidate]
+    withheld_reason: str | None = Field(None, description="Why nothing was searched (a cloud model), when so.")
+
+
+class Forgotten(BaseModel):
+    forgotten: int
+    memory_ids: list[int]
+
+
+class Caller:
+    """The room, speaker and model location of one MCP request, from its headers."""
+
+    def __init__(self, ctx: Context):
+        headers = ctx.headers or {}
+        self.room = self._object(headers, ROOM_HEADER, Room, required=True)
+        self.speaker = self._object(headers, SPEAKER_HEADER, Person, required=False)
+        location = (headers.get(MODEL_LOCATION_HEADER) or DEFAULT_MODEL_LOCATION).strip().lower()
+        if location not in MODEL_LOCATIONS:
+            raise ToolError(MODEL_LOCATION_INVALID)
+        self.model_location = location
+
+    @staticmethod
+    def _object(headers, header: str, model, *, required: bool):
+        value = (headers.get(header) or "").strip()
+        if not value:
+            if required:
+                raise ToolError(HEADER_MISSING.format(header=header))
+            return None
+        if not value.isdigit():
+            raise ToolError(HEADER_NOT_AN_ID.format(header=header))
+        found = model.objects.filter(pk=int(value)).first()
+        if found is None:
+            raise ToolError(HEADER_UNKNOWN.format(header=header, what=model._meta.verbose_name, pk=value))
+        return found
+
+
+def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
+    """Run one tool call in its worker thread: the caller from the headers, service errors as tool errors.
+
+    The thread's database connection is handed back afterwards (as Django does at the end of a
+    request), so tool calls never hold more connections than the pool allows.
+    """
+    close_old_connections()
+    try:
+        return fn(Caller(ctx))
+    except ApplicationError as exc:
+        raise ToolError(f"{exc.message} (field: {exc.field})" if exc.field else exc.message) from None
+    finally:
+        close_old_connections()
+
+
+def _about(schema, field: str) -> str:
+    """The description the JSON API declares for this field (one wording for both)."""
+    return schema.model_fields[field].description or ""
+
+
+def _tool(name: str) -> str:
+    """The description the JSON API's tool schema gives this tool."""
+    return next(tool.description for tool in TOOLS if tool.name == name)
+
+
+@server.tool(
+    name="memory_recall",
+    description="What the household's memory knows that is relevant to the query: memories with their label "
+    "(confirmed, observed, from conversation, GUESS) and date, and a prompt block to answer from. Call it before "
+    "answering anything that may depend on what the household told you earlier.",
+)
+def recall(
+    query: Annotated[Text, Field(description=_about(RecallIn, "query"))],
+    ctx: Context,
+    limit: Annotated[int, Field(ge=1, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
+) -> Recalled:
+    def run(caller: Caller) -> Recalled:
+        result = memory_recall(
+            query=query,
+            speaker=caller.speaker,
+            room=caller.room,
+            limit=limit,
+            model_location=caller.model_location,
+        )
+        return Recalled(
+            memories=[
+                RecalledMemory(
+                    id=m.id,
+                    content=m.content,
+                    language=m.language,
+                    kind=m.kind,
+                    label=m.label,
+                    scope=m.scope,
+                    date=m.date.isoformat(),
+                )
+                for m in result.memories
+            ],
+            prompt=result.prompt,
+            withheld=result.withheld,
+            withheld_reason=result.withheld_reason or None,
+        )
+
+    return _served(run, ctx)
+
+
+@server.tool(name="memory_remember", description=_tool("memory_remember"))
+def remember(
+    content: Annotated[Text, Field(description=_about(RememberIn, "content"))],
+    ctx: Context,
+    scope: Annotated[
+        Literal[tuple(REMEMBER_SCOPES)], Field(description=_about(RememberIn, "scope"))
+    ] = Scope.SHARED.value,
+    kind: Annotated[Literal[tuple(Kind.values)], Field(description=_about(RememberIn, "kind"))] = Kind.FACT.value,
+    language: Annotated[LanguageCode | None, Field(description=_about(RememberIn, "language"))] = None,
+) -> Remembered:
+    def run(caller: Caller) -> Remembered:
+        result = memory_remember(
+            content=content,
+            speaker=caller.speaker,
+            room=caller.room,
+            language=language,
+            scope=scope,
+            kind=kind,
+            source_ref="mcp",
+        )
+        return Remembered(id=result.memory.pk, outcome=result.outcome, lifted_blocks=len(result.lifted_tombstones))
+
+    return _served(run, ctx)
+
+
+@server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
+def find_to_forget(
+    query: Annotated[Text, Field(description=_about(FindToForgetIn, "query"))], ctx: Context
+) -> ForgetCandidates:
+    def run(caller: Caller) -> ForgetCandidates:
+        found = forget_request_create(
+            query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
+        )
+        return ForgetCandidates(
+            token=found.token,
+            expires_at=found.expires_at.isoformat() if found.expires_at else None,
+            candidates=[Candidate(id=m.pk, content=m.content, label=m.label, scope=m.scope) for m in found.candidates],
+            withheld_reason=found.withheld_reason or None,
+        )
+
+    return _served(run, ctx)
+
+
+@server.tool(name="memory_forget", description=_tool("memory_forget"))
+def forget(
+    token: Annotated[str, Field(max_length=MAX_TOKEN_CHARS, description=_about(ForgetIn, "token"))],
+    confirm: Annotated[bool, Field(description=_about(ForgetIn, "confirm"))],
+    ctx: Context,
+    memory_ids: Annotated[
+        list[int] | None, Field(max_length=MAX_MEMORY_IDS, description=_about(ForgetIn, "memory_ids"))
+    ] = None,
+) -> Forgotten:
+    def run(caller: Caller) -> Forgotten:
+        tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
+        return Forgotten(forgotten=len(tombstones), memory_ids=[t.memory_id for t in tombstones])
+
+    return _served(run, ctx)
+
+
+# The SDK's transport with its session manager (stateless, JSON answers). The SDK's own Host/Origin
+# check is off: the host is checked against Django's ALLOWED_HOSTS below, one rule for the whole site.
+server.streamable_http_app(
+    stateless_http=True,
+    json_response=True,
+    transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+)
+_transport = StreamableHTTPASGIApp(server.session_manager)
+
+
+async def _refuse(send, status: int, message: str, field: str | None = None) -> None:
+    body = json.dumps({"error": message, "field": field}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def application(scope, receive, send) -> None:
+    """ASGI app for /mcp: Host and bearer token checked, then the SDK's transport; lifespan runs its session manager."""
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
+    if scope["type"] != "http":
+        return
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    domain, _port = split_domain_port(headers.get("host", ""))
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        await _refuse(send, 400, "Host not allowed (DJANGO_ALLOWED_HOSTS).")
+        return
+    if not settings.INTERNAL_API_TOKENS:
+        await _refuse(send, 403, API_CLOSED)
+        return
+    if not authorization_valid(headers.get("authorization", "")):
+        await _refuse(send, 401, UNAUTHORIZED, "Authorization")
+        return
+    await _transport(scope, receive, send)
+
+
+async def _lifespan(receive, send) -> None:
+    """Run the SDK's session manager (its task group) from startup to shutdown."""
+    await receive()  # lifespan.startup
+    started = False
+    try:
+        async with server.session_manager.run():
+            await send({"type": "lifespan.startup.complete"})
+            started = True
+            await receive()  # lifespan.shutdown
+    except Exception as exc:
+        logger.exception("MCP session manager failed")
+        phase = "shutdown" if started else "startup"
+        await send({"type": f"lifespan.{phase}.failed", "message": str(exc)})
+        return
+    await send({"type": "lifespan.shutdown.complete"})

