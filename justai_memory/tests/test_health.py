@@ -13,11 +13,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def heartbeat():
-    """A django-q2 cluster status saved into the shared cache as a running cluster saves it."""
-    status = Status(pid=12345, cluster_id="cafe")
-    get_broker().set_stat(Stat.get_key("cafe"), SignedPackage.dumps(status, True), 3)
-    return status
+def heartbeat(cluster_heartbeat):
+    return cluster_heartbeat
 
 
 @pytest.fixture
