@@ -14,12 +14,10 @@ from justai_memory import embedded_db
 
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self):
-        embedded = self.settings_dict["EMBEDDED"]
-        host, port = embedded_db.ensure_started(
-            data_dir=embedded["DIR"], cleanup=embedded["CLEANUP"], shared_buffers=embedded["SHARED_BUFFERS"]
-        )
-        params = super().get_connection_params()
-        params["host"] = host
-        if port:
-            params["port"] = port
-        return params
+        if not self.settings_dict.get("HOST"):
+            # Started once per process; its address then stands in the settings like a configured one.
+            embedded = self.settings_dict["EMBEDDED"]
+            self.settings_dict["HOST"], self.settings_dict["PORT"] = embedded_db.ensure_started(
+                data_dir=embedded["DIR"], cleanup=embedded["CLEANUP"], shared_buffers=embedded["SHARED_BUFFERS"]
+            )
+        return super().get_connection_params()
