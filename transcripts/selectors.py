@@ -3,15 +3,23 @@
 import ast
 from datetime import datetime
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import Length, Trim
 from django_q.models import OrmQ, Schedule
 
+from justai_memory import ai_router
 from transcripts.models import Conversation, Event, ExtractionStatus, Role, Sighting, Turn
 
 WORKING_MEMORY_TURNS = 30
 # The job's dotted path is stored in queued tasks and retry schedules: keep it stable.
 EXTRACT_JOB = "transcripts.jobs.conversation_extract_job"
+EXTRACTION_ROLE = "memory"  # the AI router's role that extraction calls
+UNREACHABLE_HINT = (
+    "Nothing answered at {url} (provider '{provider}', model '{model}'). Start that server, or point the "
+    "memory role at one that runs: AI_MEMORY_PROVIDER (ollama, llamacpp, vllm, lmstudio, openai, gemini, "
+    "custom), AI_MEMORY_BASE_URL, AI_MEMORY_MODEL (see docs/extraction.md). Then re-run the extraction."
+)
 
 
 def working_memory(*, conversation: Conversation, limit: int = WORKING_MEMORY_TURNS) -> list[dict]:
@@ -108,4 +116,19 @@ def conversations_idle(*, before: datetime) -> QuerySet[Conversation]:
         Conversation.objects.filter(ended_at__isnull=True, started_at__lt=before)
         .exclude(turns__created_at__gte=before)
         .order_by("pk")
+    )
+
+
+def extraction_hint(*, conversation: Conversation) -> str:
+    """What the admin can do when the extraction failed because the LLM did not answer (its URL, what to set); else ""."""
+    if conversation.extraction_status != ExtractionStatus.FAILED:
+        return ""
+    if ai_router.UNREACHABLE_MARK not in conversation.extraction_error:
+        return ""
+    try:
+        provider = ai_router.provider_for(EXTRACTION_ROLE)
+    except ImproperlyConfigured as exc:
+        return str(exc)
+    return UNREACHABLE_HINT.format(
+        url=ai_router.public_url(provider.base_url), provider=provider.name, model=provider.model
     )

@@ -75,10 +75,21 @@ def plain_json(value: Any) -> Any:
     return value
 
 
+def _stripped(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise PydanticCustomError("text_empty", "must not be empty")
+    return value
+
+
 def text(max_length: int = MAX_TEXT_CHARS) -> Any:
-    """A non-empty string, stripped, of at most ``max_length`` characters, that PostgreSQL can store."""
+    """A string of at most ``max_length`` characters as sent (what the schema says), stripped, not empty after
+    stripping, that PostgreSQL can store."""
     return Annotated[
-        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=max_length), AfterValidator(plain_text)
+        str,
+        StringConstraints(min_length=1, max_length=max_length),
+        AfterValidator(_stripped),
+        AfterValidator(plain_text),
     ]
 
 

@@ -36,10 +36,12 @@ from transcripts.selectors import (
     transcript_turns,
     user_text_length,
 )
+from transcripts.selectors import (
+    EXTRACTION_ROLE as ROLE,
+)
 
 logger = logging.getLogger(__name__)
 
-ROLE = "memory"
 ACTOR = Actor.job("memory.extract")
 MIN_USER_CHARS = 15
 MAX_TRANSCRIPT_CHARS = 24_000

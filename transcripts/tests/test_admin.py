@@ -1,5 +1,6 @@
 """The conversations admin: read-only turns, extraction status and stats, the re-run action."""
 
+import socket
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,8 @@ from django_q.models import OrmQ
 from people.tests.factories import PersonFactory
 from transcripts.models import Conversation
 from transcripts.selectors import EXTRACT_JOB
+from transcripts.services.extraction import conversation_extract
+from transcripts.tests.conftest import memory_role
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
@@ -112,3 +115,26 @@ def test_a_staff_user_without_the_change_permission_cannot_rerun_extraction(
 def test_conversations_are_not_added_by_hand(admin_client):
     assert admin_client.get(reverse("admin:transcripts_conversation_add")).status_code == 403
     assert not Conversation.objects.exists()
+
+
+def test_a_conversation_whose_llm_did_not_answer_shows_the_url_and_what_to_set(admin_client, settings):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.AI_ROLES = {"memory": memory_role(f"http://user:secret@127.0.0.1:{port}/v1?key=secret")}
+    settings.AI_MAX_RETRIES = 0
+    conversation = ended_conversation(extraction_status="queued")
+    TurnFactory(conversation=conversation, role="user", text="Der Code für das Gartentor ist 4711.")
+    conversation_extract(conversation_id=conversation.pk)
+    conversation.refresh_from_db()
+    url = f"http://127.0.0.1:{port}/v1"
+    assert conversation.extraction_status == "failed"
+    assert conversation.extraction_error == f"APIConnectionError from the 'memory' provider: nothing answered at {url}"
+    html = admin_client.get(change_url(conversation)).content.decode()
+    assert f"Nothing answered at {url} (provider &#x27;custom&#x27;, model &#x27;fake-model&#x27;)" in html
+    assert "AI_MEMORY_PROVIDER" in html and "AI_MEMORY_BASE_URL" in html and "secret" not in html
+
+
+def test_no_hint_when_the_llm_answered(admin_client):
+    conversation = ended_conversation(extraction_status="failed", extraction_error="answer is not JSON")
+    assert "AI_MEMORY_BASE_URL" not in admin_client.get(change_url(conversation)).content.decode()
