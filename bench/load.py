@@ -68,6 +68,9 @@ people = [
     for n, lang in (("Anna", "de"), ("Marco", "it"), ("Emily", "en"), ("Lucía", "es"), ("Jonas", "de"))
 ]
 print("HOUSEHOLD " + json.dumps({"rooms": rooms, "people": people}))
+from django.conf import settings
+names = ("WEB_WORKERS", "DATABASE_POOL_MAX_SIZE", "Q_CLUSTER")
+print("SETTINGS " + json.dumps({name: getattr(settings, name, None) for name in names}, default=str))
 """
 
 # Household facts and questions; {n}, {t}, {p} vary so that most remembered texts are distinct.
@@ -490,11 +493,11 @@ def report(run: dict, *, label: str) -> dict:
     return summary
 
 
-def household_from(output: str) -> dict:
+def printed(output: str, prefix: str) -> dict:
     for line in output.splitlines():
-        if line.startswith("HOUSEHOLD "):
-            return json.loads(line.removeprefix("HOUSEHOLD "))
-    raise SystemExit(f"no household in the shell's output:\n{output}")
+        if line.startswith(prefix + " "):
+            return json.loads(line.removeprefix(prefix + " "))
+    raise SystemExit(f"no {prefix} line in the shell's output:\n{output}")
 
 
 def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int, fresh: bool) -> list[dict]:
@@ -506,7 +509,12 @@ def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int, 
         began = time.monotonic()
         service.start()
         print(f"  healthy after {time.monotonic() - began:.1f} s")
-        household = household_from(service.manage("shell", "-c", HOUSEHOLD_SETUP))
+        output = service.manage("shell", "-c", HOUSEHOLD_SETUP)
+        household, configured = printed(output, "HOUSEHOLD"), printed(output, "SETTINGS")
+        print(
+            f"  configured: web workers {configured['WEB_WORKERS']}, database pool per web worker "
+            f"{configured['DATABASE_POOL_MAX_SIZE']}, cluster workers {(configured['Q_CLUSTER'] or {}).get('workers')}"
+        )
         began = time.monotonic()
         seed_memories(service.port, household, count=memories)
         print(f"  {memories} memories stored in {time.monotonic() - began:.1f} s")
