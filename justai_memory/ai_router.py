@@ -194,3 +194,56 @@ def chat_complete(
     if not content:
         raise AIRouterError(f"Empty answer from the '{provider.role}' provider")
     return content
+
+
+def _url_without_credentials(url: str) -> str:
+    parts = urlparse(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl()
+
+
+def provider_status(role: str) -> dict:
+    """Whether ``role``'s provider answers (GET {base_url}/models within AI_PROBE_TIMEOUT, no retries).
+
+    Returns role, provider, base_url (without credentials), model, location, ``ok``, ``model_listed``
+    (whether the model is among the listed ones; None when unknown) and ``error`` (class or HTTP
+    status, or the configuration problem): never the API key.
+    """
+    try:
+        provider = provider_for(role)
+    except ImproperlyConfigured as exc:
+        return {"role": role, "ok": False, "model_listed": None, "error": str(exc)}
+    status = {
+        "role": role,
+        "provider": provider.name,
+        "base_url": _url_without_credentials(provider.base_url),
+        "model": provider.model,
+        "location": provider.location,
+        "ok": False,
+        "model_listed": None,
+        "error": None,
+    }
+    try:
+        client = openai.OpenAI(
+            base_url=provider.base_url,
+            api_key=provider.api_key(),
+            timeout=settings.AI_PROBE_TIMEOUT,
+            max_retries=0,
+        )
+    except ImproperlyConfigured as exc:
+        return {**status, "error": str(exc)}
+    try:
+        models = client.models.list()
+        listed = [model.id for model in models.data]
+    except openai.APIStatusError as exc:
+        status["error"] = f"HTTP {exc.status_code}"
+    except openai.OpenAIError as exc:
+        status["error"] = type(exc).__name__
+    else:
+        status["ok"] = True
+        status["model_listed"] = provider.model in listed if listed else None
+    finally:
+        client.close()
+    return status

@@ -38,7 +38,7 @@ from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
 from memories.selectors.privacy import CLOUD, MODEL_LOCATIONS
-from memories.selectors.recall import memory_recall
+from memories.selectors.recall import RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from people.models import Person, Room
@@ -63,18 +63,8 @@ INSTRUCTIONS = (
 server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
 
 
-class RecalledMemory(BaseModel):
-    id: int
-    content: str
-    language: str
-    kind: str
-    label: str = Field(description="confirmed, observed, from conversation, or GUESS")
-    scope: str
-    date: str
-
-
 class Recalled(BaseModel):
-    memories: list[RecalledMemory]
+    memories: list[RecalledMemory]  # recall's own dataclass, as the JSON API answers it
     prompt: str = Field(description="The memories as a prompt block, each line with its label and date.")
     withheld: bool = Field(description="True when memories were withheld from a cloud model.")
     withheld_reason: str | None = None
@@ -179,18 +169,7 @@ def recall(
             model_location=caller.model_location,
         )
         return Recalled(
-            memories=[
-                RecalledMemory(
-                    id=m.id,
-                    content=m.content,
-                    language=m.language,
-                    kind=m.kind,
-                    label=m.label,
-                    scope=m.scope,
-                    date=m.date.isoformat(),
-                )
-                for m in result.memories
-            ],
+            memories=result.memories,
             prompt=result.prompt,
             withheld=result.withheld,
             withheld_reason=result.withheld_reason or None,

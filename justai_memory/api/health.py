@@ -1,24 +1,63 @@
-"""Liveness of the internal API."""
+"""GET /internal/v1/health: each component's state (justai_memory.health); 503 when database, embedder or cluster is down."""
 
-from django.db import connection
+from typing import Literal
+
 from ninja import Router, Schema
 
 from justai_memory.api.common import ERRORS
-from memories.services.embeddings import active_embedder
+from justai_memory.health import health_report
 
 router = Router(tags=["health"])
 
 
+class DatabaseOut(Schema):
+    ok: bool
+    error: str | None = None
+
+
+class EmbedderOut(Schema):
+    ok: bool
+    name: str | None = None
+    dim: int | None = None
+    error: str | None = None
+
+
+class ClusterOut(Schema):
+    ok: bool
+    clusters: int | None = None
+    heartbeat_age_seconds: float | None = None
+    error: str | None = None
+
+
+class LlmOut(Schema):
+    role: str
+    provider: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    location: str | None = None
+    ok: bool
+    model_listed: bool | None = None
+    error: str | None = None
+
+
+class ComponentsOut(Schema):
+    database: DatabaseOut
+    embedder: EmbedderOut
+    cluster: ClusterOut
+    llm: LlmOut
+
+
 class HealthOut(Schema):
-    status: str
-    embedder: str
-    dim: int
+    status: Literal["ok", "unavailable"]
+    components: ComponentsOut
 
 
-@router.get("/health", response={200: HealthOut, **ERRORS}, url_name="internal-health")
+# The 503 answer is the report itself (which component is down); other errors keep the error shape.
+RESPONSES = {200: HealthOut, 503: HealthOut, **{codes - {503}: schema for codes, schema in ERRORS.items()}}
+
+
+@router.get("/health", response=RESPONSES, url_name="internal-health", exclude_none=True)
 def health(request):
-    """Liveness: the database answers and the embedder is loaded."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    embedder = active_embedder()
-    return {"status": "ok", "embedder": embedder.name, "dim": embedder.dim}
+    """The database answers, the embedder loads, a job cluster beat within a minute; the LLM provider is reported."""
+    body, status = health_report()
+    return status, body

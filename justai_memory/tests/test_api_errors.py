@@ -85,17 +85,18 @@ def test_an_unreachable_database_is_a_json_503_and_the_api_recovers(api):
     settings_dict["PORT"] = "1"  # nothing listens there: connecting raises OperationalError
     try:
         for response in (
-            api.get("/internal/v1/health"),
             api.post(
                 "/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk, "model_location": "local"}
             ),
             api.post("/internal/v1/memories/remember", {"content": "Der Schlüssel ist im Flur.", "room_id": room.pk}),
         ):
             _contract(response, 503)
+        health = api.get("/internal/v1/health")  # 503 with the report: which component is down
+        assert health.status_code == 503 and health.json()["components"]["database"]["ok"] is False
     finally:
         connection.close()
         settings_dict["PORT"] = port
-    assert api.get("/internal/v1/health").status_code == 200
+    assert api.get("/internal/v1/health").json()["components"]["database"] == {"ok": True}
     assert not Memory.objects.exists()
 
 

@@ -42,5 +42,5 @@ def in_test_transaction():
 @pytest.mark.django_db
 @schema.parametrize()
 @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-def test_every_operation_answers_as_documented(case, api_token, in_test_transaction):
+def test_every_operation_answers_as_documented(case, api_token, in_test_transaction, cluster_heartbeat):
     case.call_and_validate(headers={"Authorization": f"Bearer {api_token}"})

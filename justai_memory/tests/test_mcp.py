@@ -83,12 +83,13 @@ def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
             process.wait()
 
 
-def call(url: str, headers: dict, steps):
-    """Connect with the SDK's client (the initialize handshake), run ``await steps(client)``, return its result."""
+def call(url: str, headers: dict, steps, *, mode: str = "legacy"):
+    """Connect with the SDK's client (``legacy``: the initialize handshake; ``auto``: the client's negotiation,
+    the sessionless 2026 revision when the server speaks it), run ``await steps(client)``, return its result."""
 
     async def run():
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}", **headers}, timeout=60)
-        async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+        async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as client:
             return await steps(client)
 
     return asyncio.run(run())
@@ -133,11 +134,13 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
         return recalled, found, unconfirmed
 
     recalled, found, unconfirmed = call(mcp_url, headers, recall_and_find)
+    negotiated = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key"}), mode="auto")
 
     assert not recalled.is_error, recalled.content
     assert recalled.structured_content["memories"][0]["id"] == memory.pk  # asked in English, stored in German
     assert recalled.structured_content["memories"][0]["label"] == "confirmed"
     assert content in recalled.structured_content["prompt"]
+    assert not negotiated.is_error and negotiated.structured_content["memories"][0]["id"] == memory.pk
     assert [c["id"] for c in found.structured_content["candidates"]] == [memory.pk]
     assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
     assert Memory.objects.filter(pk=memory.pk).exists()
@@ -187,7 +190,7 @@ def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, 
     assert not Memory.objects.exists()
 
 
-def test_a_wrong_token_is_refused_with_401(mcp_url):
+def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -199,5 +202,10 @@ def test_a_wrong_token_is_refused_with_401(mcp_url):
         response = httpx.post(mcp_url, json=initialize, headers={**accept, **auth}, timeout=10)
         assert response.status_code == 401 and response.json()["field"] == "Authorization"
         assert response.headers["www-authenticate"] == "Bearer"
+    # A host outside DJANGO_ALLOWED_HOSTS (DNS rebinding) is refused before the token is looked at.
+    rebound = httpx.post(
+        mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example"}
+    )
+    assert rebound.status_code == 400 and "Host" in rebound.json()["error"]
     ok = httpx.post(mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "justai-memory"

@@ -68,7 +68,9 @@ _QUOTED = r"'''' || replace(replace(lexeme, '\', '\\'), '''', '''''') || ''''"
 # through the GIN index, and the visibility filter is checked on each match in the same pass
 # ("IS TRUE" keeps it away from the visibility index: ANDing the match bitmap with a bitmap of
 # every shared memory costs more than the rest of the query). The similarity to the question is
-# computed for the best ``limit`` only.
+# computed for the best ``limit`` only. Each match's tsvector (often TOASTed, compressed) is
+# decompressed once into a copy the terms are checked against ("|| ''"; OFFSET 0 keeps PostgreSQL
+# from folding it back): checked in place, every term fetched and decompressed it again.
 KEYWORD_SQL = f"""
 WITH words AS MATERIALIZED (
     SELECT w.word FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) AS w(word)
@@ -86,9 +88,9 @@ WITH words AS MATERIALIZED (
     FROM rated GROUP BY word
 ), hits AS MATERIALIZED (
     SELECT id, language,
-        (SELECT sum(t.idf) FROM terms t WHERE search_vector @@ t.query)
-        / (1 + %s * (1 - %s + %s * length(search_vector) / %s)) AS score
-    FROM memories_memory
+        (SELECT sum(t.idf) FROM terms t WHERE l.v @@ t.query)
+        / (1 + %s * (1 - %s + %s * length(l.v) / %s)) AS score
+    FROM memories_memory CROSS JOIN LATERAL (SELECT search_vector || ''::tsvector AS v OFFSET 0) AS l
     WHERE search_vector @@ (SELECT string_agg({_QUOTED}, ' | ')::tsquery FROM rated WHERE rows <= %s)
     AND ({{where}}) IS TRUE
     ORDER BY score DESC, id DESC LIMIT %s

@@ -31,12 +31,14 @@ EXACT_SCAN_BELOW = 100
 # hundred rows, which stay in shared_buffers. A sequential scan of a table larger than a quarter of
 # shared_buffers goes through a small ring of buffers instead, so it read the same ~80 pages from
 # the OS cache on every call (~1 ms of a recall at 100k memories).
+FORCE_INDEX_SQL = "SET enable_seqscan = off; SET enable_sort = off"
+RESET_PLANNER_SQL = "RESET enable_seqscan; RESET enable_sort"
 FEW_SQL = "few{g} AS MATERIALIZED (SELECT id FROM memories_memory WHERE {where} ORDER BY id LIMIT %(few)s)"
 BRANCH_SQL = """
 SELECT q.i, n.id, n.distance, (SELECT count(*) FROM few{g}) < %(few)s AS exact
 FROM unnest(%(v{g})s::vector[], %(i{g})s::int[]) AS q(v, i) LEFT JOIN LATERAL (
  (SELECT id, embedding <=> q.v AS distance FROM memories_memory
-  WHERE {where} AND (SELECT count(*) FROM few{g}) >= %(few)s ORDER BY distance LIMIT %(limit)s)
+  WHERE ({where}) IS TRUE AND (SELECT count(*) FROM few{g}) >= %(few)s ORDER BY distance LIMIT %(limit)s)
  UNION ALL
  (SELECT m.id, (m.embedding <=> q.v) + 0 AS distance
   FROM memories_memory m JOIN few{g} ON few{g}.id = m.id
@@ -97,8 +99,16 @@ def nearest_memories_many(
             params[f"i{g}"] = indexes
         sql = f"WITH {', '.join(ctes)}\n" + "\nUNION ALL\n".join(branches)
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            for index, pk, distance, was_exact in cursor.fetchall():
+            # The choice between the branches is the real size of the set (``few``), not the planner's
+            # estimate: kept from ranking a large set exactly (a sort of every row, when it estimated
+            # the set small), the first branch can only walk the HNSW index. Session settings around
+            # the statement, in the same round trip: a multi-statement string runs as one transaction
+            # outside a transaction block, so a failure reverts the settings too.
+            cursor.execute(f"{FORCE_INDEX_SQL}; {sql}; {RESET_PLANNER_SQL}", params)
+            while cursor.description is None or len(cursor.description) != 4:
+                cursor.nextset()
+            found_rows = cursor.fetchall()
+            for index, pk, distance, was_exact in found_rows:
                 exact[index] = was_exact
                 if pk is not None:
                     rows[index].append((pk, float(distance)))

@@ -151,7 +151,10 @@ def _claim(conversation_id: int) -> tuple[Conversation | None, _Run | None]:
     conversation.extraction_status = ExtractionStatus.RUNNING
     conversation.extraction_error = ""
     conversation.save(update_fields=["extraction_attempts", "extraction_status", "extraction_error"])
-    return conversation, _Run(conversation=conversation, provider=provider, stats={"user_chars": user_chars})
+    # From the end to this run's start: the queue's share on a first attempt (retries add their delays).
+    waited = timezone.now() - conversation.ended_at
+    stats = {"user_chars": user_chars, "wait_ms": round(waited.total_seconds() * 1000)}
+    return conversation, _Run(conversation=conversation, provider=provider, stats=stats)
 
 
 def _failed(conversation: Conversation, reason: str) -> Conversation:

@@ -70,6 +70,7 @@ class FakeLLM:
     """Start with ``start()`` (or use as a context manager); ``base_url`` is what the router needs."""
 
     default: str = field(default_factory=extraction_answer)
+    model: str = "fake-model"  # the one model GET /models lists
     requests: list[Recorded] = field(default_factory=list)
 
     def __post_init__(self):
@@ -126,6 +127,16 @@ class FakeLLM:
                     return self._send(answer.status, answer.body or "{}", {"retry-after-ms": "5"})
                 content = answer.responder(recorded) if answer.responder else answer.content
                 return self._send(200, json.dumps(fake.completion(content, model=body.get("model", "fake"))))
+
+            def do_GET(self):
+                """GET {base_url}/models lists the one fake model (the health check's probe)."""
+                recorded = Recorded(path=self.path, headers={k.lower(): v for k, v in self.headers.items()}, body={})
+                with fake._lock:
+                    fake.requests.append(recorded)
+                if not self.path.rstrip("/").endswith("/models"):
+                    return self._send(404, json.dumps({"error": {"message": "not found"}}))
+                models = [{"id": fake.model, "object": "model", "created": 0, "owned_by": "fake"}]
+                return self._send(200, json.dumps({"object": "list", "data": models}))
 
             def _send(self, status: int, text: str, headers: dict | None = None):
                 data = text.encode()

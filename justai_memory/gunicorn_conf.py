@@ -1,0 +1,40 @@
+"""gunicorn's configuration for the web server (``gunicorn -c python:justai_memory.gunicorn_conf``).
+
+gunicorn's arbiter keeps WEB_WORKERS uvicorn worker processes (restarting any that dies or hangs
+longer than WEB_TIMEOUT) serving the ASGI app ``justai_memory.asgi:application``; values come
+from the settings, which read the environment.
+"""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
+
+from django.conf import settings
+from uvicorn_worker import UvicornWorker
+
+
+class Worker(UvicornWorker):
+    """uvicorn worker: at most ``worker_connections`` concurrent connections (then 503), no uvicorn access log.
+
+    The access log is written by asgi.py without query strings; uvicorn's would print them.
+    """
+
+    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on"}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.config.limit_concurrency = self.cfg.worker_connections
+
+
+bind = [f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"]
+workers = settings.WEB_WORKERS
+worker_class = "justai_memory.gunicorn_conf.Worker"
+worker_connections = settings.WEB_WORKER_CONNECTIONS
+timeout = settings.WEB_TIMEOUT
+graceful_timeout = max(1, settings.STOP_TIMEOUT - 3)  # in-flight requests finish; the supervisor waits longer
+keepalive = 5
+accesslog = None
+errorlog = "-"
+loglevel = settings.LOGGING["root"]["level"].lower()
+proc_name = "justai-memory-web"
+control_socket_disable = True  # one per user by default: two services (or tests) would share it

@@ -1,0 +1,75 @@
+"""The service's health, per component: database, embedder, job cluster, LLM provider.
+
+``health_report()`` returns the body and the HTTP status of ``GET /internal/v1/health``: 503 when
+the database, the embedder or the cluster is down; the LLM being unreachable is reported, not fatal
+(conversations wait for it; recall does not need it). Nothing here holds memory text.
+"""
+
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from justai_memory.ai_router import provider_status
+
+REQUIRED = ("database", "embedder", "cluster")
+HEARTBEAT_MAX_AGE = timedelta(minutes=1)
+
+
+def _error(exc: Exception) -> str:
+    """The exception's class and the first line of its message (PostgreSQL's messages name no data here)."""
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first_line}" if first_line else type(exc).__name__
+
+
+def database_status() -> dict:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # unreachable, pool timeout, restarting server: reported, never raised
+        connection.close()
+        return {"ok": False, "error": _error(exc)}
+    return {"ok": True}
+
+
+def embedder_status(*, database_ok: bool) -> dict:
+    """The configured embedder loads (and, with the database up, matches the stored vectors)."""
+    from memories.embedders import get_embedder
+    from memories.services.embeddings import active_embedder
+
+    try:
+        embedder = active_embedder() if database_ok else get_embedder()
+    except Exception as exc:  # a mismatch (ImproperlyConfigured) or a model that does not load
+        return {"ok": False, "error": _error(exc)}
+    return {"ok": True, "name": embedder.name, "dim": embedder.dim}
+
+
+def cluster_status(*, database_ok: bool) -> dict:
+    """A django-q2 cluster saved its status (Stat, every 0.5 s into the "cluster" cache) less than a minute ago."""
+    if not database_ok:
+        return {"ok": False, "error": "unknown: the database is unavailable"}
+    from django_q.status import Stat
+
+    try:
+        stats = Stat.get_all()
+    except Exception as exc:  # e.g. the status table was never created (manage.py createcachetable)
+        connection.close()
+        return {"ok": False, "error": _error(exc)}
+    ages = [(timezone.now() - stat.timestamp).total_seconds() for stat in stats]
+    fresh = [age for age in ages if age < HEARTBEAT_MAX_AGE.total_seconds()]
+    if not fresh:
+        return {"ok": False, "clusters": 0, "error": "no django-q2 cluster heartbeat in the last minute"}
+    return {"ok": True, "clusters": len(fresh), "heartbeat_age_seconds": round(min(fresh), 1)}
+
+
+def health_report() -> tuple[dict, int]:
+    """({"status": "ok" | "unavailable", "components": {...}}, 200 | 503)."""
+    database = database_status()
+    components = {
+        "database": database,
+        "embedder": embedder_status(database_ok=database["ok"]),
+        "cluster": cluster_status(database_ok=database["ok"]),
+        "llm": provider_status("memory"),
+    }
+    ok = all(components[name]["ok"] for name in REQUIRED)
+    return {"status": "ok" if ok else "unavailable", "components": components}, 200 if ok else 503

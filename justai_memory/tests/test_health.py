@@ -1,0 +1,100 @@
+"""Health per component: database, embedder, cluster heartbeat (503 when one is down), LLM (reported, not fatal)."""
+
+import pytest
+from django_q.brokers import get_broker
+from django_q.signing import SignedPackage
+from django_q.status import Stat, Status
+
+from justai_memory.ai_router import provider_status
+from transcripts.tests.conftest import memory_role
+from transcripts.tests.fake_llm import FakeLLM
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def heartbeat(cluster_heartbeat):
+    return cluster_heartbeat
+
+
+@pytest.fixture
+def llm(settings):
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": memory_role(fake.base_url)}
+        yield fake
+
+
+def test_all_components_up_is_200(api, heartbeat, llm):
+    response = api.get("/internal/v1/health")
+    assert response.status_code == 200, response.json()
+    components = response.json()["components"]
+    assert response.json()["status"] == "ok"
+    assert components["database"] == {"ok": True}
+    assert components["embedder"] == {"ok": True, "name": "hash", "dim": 512}
+    assert components["cluster"]["ok"] and components["cluster"]["clusters"] == 1
+    assert components["llm"]["ok"] and components["llm"]["model_listed"] is True
+    assert [r.path for r in llm.requests] == ["/v1/models"]
+
+
+def test_no_cluster_heartbeat_is_503(api, llm):
+    response = api.get("/internal/v1/health")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unavailable"
+    assert body["components"]["cluster"] == {
+        "ok": False,
+        "clusters": 0,
+        "error": "no django-q2 cluster heartbeat in the last minute",
+    }
+    assert body["components"]["database"]["ok"] and body["components"]["embedder"]["ok"]
+
+
+def test_an_embedder_that_does_not_match_the_database_is_503(api, heartbeat, llm, settings):
+    settings.MEMORY_EMBEDDER = "usem3-but-not-loadable"
+    response = api.get("/internal/v1/health")
+    assert response.status_code == 503
+    assert not response.json()["components"]["embedder"]["ok"]
+
+
+def test_an_unreachable_llm_is_reported_but_not_fatal(api, heartbeat, settings):
+    settings.AI_ROLES = {"memory": memory_role("http://127.0.0.1:9/v1")}
+    response = api.get("/internal/v1/health")
+    assert response.status_code == 200
+    llm = response.json()["components"]["llm"]
+    assert llm["ok"] is False and llm["error"] == "APIConnectionError"
+    assert llm["base_url"] == "http://127.0.0.1:9/v1" and llm["model"] == "fake-model"
+
+
+def test_the_probe_sends_the_key_but_never_reports_it(settings, monkeypatch):
+    monkeypatch.setenv("PROBE_KEY", "sk-very-secret-key")
+    with FakeLLM(model="other-model") as fake:
+        settings.AI_ROLES = {"memory": memory_role(fake.base_url, api_key_env="PROBE_KEY")}
+        status = provider_status("memory")
+    assert status["ok"] and status["model_listed"] is False
+    assert fake.requests[0].headers["authorization"] == "Bearer sk-very-secret-key"
+    assert "secret" not in repr(status)
+
+
+def test_credentials_in_the_url_are_not_reported(settings):
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": memory_role(fake.base_url.replace("http://", "http://user:password@"))}
+        status, plain_url = provider_status("memory"), fake.base_url
+    assert status["ok"] and status["base_url"] == plain_url
+
+
+def test_a_missing_key_is_a_configuration_error_not_a_crash(settings, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    settings.AI_ROLES = {"memory": {"provider": "openai", "base_url": "", "model": "", "api_key_env": ""}}
+    status = provider_status("memory")
+    assert status["ok"] is False and "OPENAI_API_KEY" in status["error"]
+
+
+def test_an_old_heartbeat_does_not_count(api, llm, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    status = Status(pid=1, cluster_id="old")
+    status.timestamp = timezone.now() - timedelta(minutes=2)
+    get_broker().set_stat(Stat.get_key("old"), SignedPackage.dumps(status, True), 3)
+    assert api.get("/internal/v1/health").status_code == 503

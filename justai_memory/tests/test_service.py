@@ -1,0 +1,343 @@
+"""The service as ./scripts/run starts it, with real processes: faults, signals, logs (slow; loopback only).
+
+One service (module fixture) on a temporary data dir serves the fault drills in order, then is
+stopped with SIGTERM; a second start on the same data dir, in the background of a shell, is
+stopped with SIGINT.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import httpx
+import psutil
+import psycopg
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "service-test-token-0123456789"
+ADMIN_PASSWORD = "service-test-admin-pass"
+SECRET = "Zebra-Passwort 98765"
+STOP_LIMIT = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Service:
+    """``./scripts/run`` on ``data_dir``, its output in ``log``."""
+
+    def __init__(self, data_dir: Path, log: Path):
+        self.data_dir, self.log, self.port = data_dir, log, free_port()
+        self.process: subprocess.Popen | None = None
+        self.pid: int | None = None
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_", "EMBEDDED_"))}
+        env.update(
+            JUSTAI_DATA_DIR=str(self.data_dir),
+            JUSTAI_PORT=str(self.port),
+            JUSTAI_ADMIN_PASSWORD=ADMIN_PASSWORD,
+            INTERNAL_API_TOKENS=TOKEN,
+            MEMORY_EMBEDDER="hash",
+            EMBEDDED_DB_SHARED_BUFFERS="64MB",
+            WEB_WORKERS="2",
+            Q_WORKERS="1",
+            STOP_TIMEOUT="8",
+            AI_MEMORY_PROVIDER="custom",
+            AI_MEMORY_BASE_URL="http://127.0.0.1:9/v1",
+            AI_MEMORY_MODEL="none",
+        )
+        return env
+
+    def start(self, *, background_of_a_shell: bool = False) -> None:
+        out = self.log.open("ab")
+        if background_of_a_shell:  # bash ignores SIGINT in what it starts with '&' (no job control)
+            pidfile = self.data_dir / "run.pid"
+            self.process = subprocess.Popen(
+                ["bash", "-c", f"./scripts/run & echo $! > {pidfile}; wait"],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            deadline = time.monotonic() + 10
+            while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.pid = int(pidfile.read_text())
+        else:
+            self.process = subprocess.Popen(
+                [str(ROOT / "scripts" / "run")],
+                cwd=ROOT,
+                env=self.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            self.pid = self.process.pid
+        self.wait_healthy(timeout=120)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def api(self, method: str, path: str, body: dict | None = None, timeout: float = 10) -> httpx.Response:
+        return httpx.request(
+            method,
+            self.url(path),
+            json=body,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=timeout,
+        )
+
+    def health(self) -> httpx.Response | None:
+        try:
+            return self.api("GET", "/internal/v1/health", timeout=10)
+        except httpx.HTTPError:
+            return None
+
+    def wait_healthy(self, *, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()[-3000:]
+            response = self.health()
+            if response is not None and response.status_code == 200:
+                return response.json()
+            time.sleep(0.3)
+        raise AssertionError(
+            f"not healthy after {timeout}s: {response and response.text}\n{self.log.read_text()[-3000:]}"
+        )
+
+    def database(self) -> psycopg.Connection:
+        return psycopg.connect(
+            host=str(self.data_dir / "postgres"), user="postgres", dbname="justai_memory", autocommit=True
+        )
+
+    def manage(self, *args: str) -> str:
+        env = {
+            **self.env(),
+            "DATABASE_URL": f"postgresql://postgres@{quote(str(self.data_dir / 'postgres'), safe='')}/justai_memory",
+        }
+        result = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "python"), "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def postmaster_pid(self) -> int:
+        return int((self.data_dir / "postgres" / "postmaster.pid").read_text().splitlines()[0])
+
+    def child(self, marker: str) -> psutil.Process:
+        """The supervisor's direct child whose command line contains ``marker``."""
+        for child in psutil.Process(self.pid).children():
+            if marker in " ".join(child.cmdline()):
+                return child
+        raise AssertionError(f"no child {marker!r}")
+
+    def tree(self) -> list[psutil.Process]:
+        """The supervisor's descendants and the postmaster with its backends (and the supervisor unless it is ours)."""
+        supervisor = psutil.Process(self.pid)
+        postmaster = psutil.Process(self.postmaster_pid())
+        processes = [*supervisor.children(recursive=True), postmaster, *postmaster.children(recursive=True)]
+        return processes if self.pid == self.process.pid else [supervisor, *processes]
+
+    def stop(self, signum: int) -> tuple[float, int]:
+        """Send ``signum`` to the supervisor; (seconds until every process of the tree is gone, exit code)."""
+        tree = self.tree()
+        started = time.monotonic()
+        os.kill(self.pid, signum)
+        code = self.process.wait(STOP_LIMIT + 5)  # the supervisor, or the shell that waits for it
+        _, alive = psutil.wait_procs(tree, timeout=max(0.1, STOP_LIMIT + 5 - (time.monotonic() - started)))
+        elapsed = time.monotonic() - started
+        assert not alive, f"still running: {[p.pid for p in alive]}"
+        return elapsed, code
+
+
+@pytest.fixture(scope="module")
+def service():
+    # Not pytest's tmp_path: concurrent pytest sessions of the same user rotate those away.
+    data_dir = Path(tempfile.mkdtemp(prefix="justai-service-test-"))
+    service = Service(data_dir / "data", data_dir / "service.log")
+    service.start()
+    service.manage("add_room", "Kitchen")
+    with service.database() as conn:
+        service.room_id = conn.execute("SELECT id FROM people_room WHERE name = 'Kitchen'").fetchone()[0]
+    yield service
+    if service.process.poll() is None:
+        service.stop(signal.SIGTERM)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def remember(service: Service, text: str) -> httpx.Response:
+    return service.api(
+        "POST", "/internal/v1/memories/remember", {"content": text, "room_id": service.room_id}, timeout=30
+    )
+
+
+def test_it_serves_health_static_files_and_redirects_to_the_admin(service):
+    body = service.wait_healthy(timeout=30)
+    assert {name: part["ok"] for name, part in body["components"].items()} == {
+        "database": True,
+        "embedder": True,
+        "cluster": True,
+        "llm": False,  # nothing listens at the configured provider: reported, not fatal
+    }
+    assert httpx.get(service.url("/static/admin/css/base.css")).status_code == 200
+    root = httpx.get(service.url("/"))
+    assert root.status_code == 302 and root.headers["location"] == "/admin/"
+
+
+def test_no_memory_text_reaches_any_log(service):
+    assert remember(service, f"Das {SECRET} steht im Tresor").status_code == 201
+    with httpx.Client(base_url=service.url(""), timeout=10) as browser:
+        login = browser.get("/admin/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
+        answer = browser.post(
+            "/admin/login/",
+            data={"username": "admin", "password": ADMIN_PASSWORD, "csrfmiddlewaretoken": token, "next": "/admin/"},
+        )
+        assert answer.status_code == 302, answer.text[:500]
+        search = browser.get("/admin/memories/memory/", params={"q": SECRET})
+        assert search.status_code == 200 and SECRET in search.text
+        preview = browser.get(
+            reverse("admin:memories_memory_recall_preview"),
+            params={"query": SECRET, "room": service.room_id, "speaker": "", "limit": 10},
+        )
+        assert preview.status_code == 200 and SECRET in preview.text
+    time.sleep(0.5)  # let the access log lines be written
+    logs = [service.log, *(p for p in service.data_dir.rglob("*") if p.is_file() and "log" in p.name)]
+    text = "\n".join(path.read_text(errors="replace") for path in logs)
+    assert '"GET /admin/memories/memory/" 200' in text  # the search was logged, without its query
+    for form in (SECRET, quote_plus(SECRET), quote(SECRET), "Zebra-Passwort", "98765"):
+        assert form not in text, f"{form!r} in a log"
+
+
+def test_a_killed_web_worker_and_a_killed_web_server_recover(service):
+    arbiter = service.child("gunicorn")
+    worker = arbiter.children()[0]
+    worker.kill()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and worker.pid in [w.pid for w in arbiter.children()]:
+        time.sleep(0.1)
+    assert remember(service, "Die Mülltonne wird dienstags geleert").status_code == 201
+    service.wait_healthy(timeout=30)
+
+    workers = arbiter.children()
+    arbiter.kill()
+    _, alive = psutil.wait_procs([arbiter, *workers], timeout=10)
+    assert not alive  # the dead arbiter's workers are not left holding the port
+    deadline = time.monotonic() + 60
+    while not any("gunicorn" in " ".join(c.cmdline()) for c in psutil.Process(service.pid).children()):
+        assert time.monotonic() < deadline, "the web server was not restarted"
+        time.sleep(0.1)
+    body = service.wait_healthy(timeout=60)
+    assert body["components"]["database"]["ok"]
+    assert "web exited with code -9" in service.log.read_text()
+
+
+def test_a_killed_cluster_is_restarted(service):
+    cluster = service.child("qcluster")
+    family = [cluster, *cluster.children(recursive=True)]
+    cluster.kill()
+    _, alive = psutil.wait_procs(family, timeout=10)
+    assert not alive  # the dead cluster's workers are not left behind
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        response = service.health()
+        if response is not None and response.json()["components"]["cluster"]["ok"]:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the cluster did not come back")
+    assert service.child("qcluster").pid != cluster.pid
+
+
+def wait_for(condition, attempts: list, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"writes so far: {attempts}"
+        time.sleep(0.1)
+
+
+def test_a_killed_postmaster_is_restarted_and_no_acknowledged_write_is_lost(service):
+    acknowledged: list[str] = []
+    attempts: list = []
+    stop = threading.Event()
+
+    def writer():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            text = f"Einkaufsliste Eintrag {n} fuer den Wochenmarkt"
+            try:
+                status = remember(service, text).status_code
+            except httpx.HTTPError as exc:
+                status = type(exc).__name__
+            attempts.append(status)
+            if status == 201:
+                acknowledged.append(text)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    wait_for(lambda: len(acknowledged) >= 3, attempts)
+    # Hold the supervisor so the database stays down while we look at the service.
+    os.kill(service.pid, signal.SIGSTOP)
+    try:
+        os.kill(service.postmaster_pid(), signal.SIGKILL)
+        time.sleep(1)
+        response = service.health()
+        assert response is not None and response.status_code == 503
+        assert response.headers["content-type"].startswith("application/json")
+        assert response.json()["components"]["database"]["ok"] is False
+    finally:
+        os.kill(service.pid, signal.SIGCONT)
+    service.wait_healthy(timeout=60)
+    before = len(acknowledged)
+    wait_for(lambda: len(acknowledged) >= before + 3, attempts)  # writes are acknowledged again
+    stop.set()
+    thread.join(30)
+    with service.database() as conn:
+        stored = {row[0] for row in conn.execute("SELECT content FROM memories_memory")}
+    assert set(acknowledged) <= stored
+    assert "database restarted" in service.log.read_text()
+
+
+def test_sigterm_stops_everything_database_last_within_15_s(service):
+    elapsed, code = service.stop(signal.SIGTERM)
+    assert elapsed < STOP_LIMIT and code == 0
+    log = service.log.read_text()
+    tail = log[log.rindex("SIGTERM received") :]
+    assert tail.index("web stopped") < tail.index("database stopped")
+    assert tail.index("cluster stopped") < tail.index("database stopped")
+
+
+def test_sigint_stops_a_service_started_in_the_background_and_stale_pids_are_dropped(service):
+    registry = service.data_dir / "postgres" / ".handle_pids.json"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    registry.write_text(json.dumps([dead.pid]))
+    service.start(background_of_a_shell=True)
+    assert dead.pid not in json.loads(registry.read_text())
+    elapsed, code = service.stop(signal.SIGINT)
+    assert elapsed < STOP_LIMIT and code == 0
+    assert "SIGINT received" in service.log.read_text()
