@@ -41,6 +41,12 @@ def mount(prefix: str, app) -> None:
     _mounts.append((prefix, app))
 
 
+# The MCP server (justai_memory/mcp_server.py): its own auth, Host check and lifespan (the SDK's session manager).
+from justai_memory.mcp_server import application as mcp_application  # noqa: E402 (needs Django set up)
+
+mount("/mcp", mcp_application)
+
+
 def _mounted_app(path: str):
     for prefix, app in _mounts:
         if path == prefix or path.startswith(prefix + "/"):

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "mcp-test-token-0123456789"
 SERVE = (
     "import django, uvicorn; django.setup(); "
-    "uvicorn.run('justai_memory.mcp_server:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
+    "uvicorn.run('justai_memory.asgi:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
 )
 
 
