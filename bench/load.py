@@ -50,6 +50,7 @@ OLD_RUN = """
 set -euo pipefail
 PY=.venv/bin/python
 $PY manage.py migrate --noinput
+$PY manage.py createcachetable  # today's settings keep the cluster's heartbeat in a table; health reads it
 $PY manage.py embedder_status
 $PY manage.py ensure_schedules
 $PY manage.py ensure_admin --url "http://$JUSTAI_HOST:$JUSTAI_PORT/admin/"
