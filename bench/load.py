@@ -50,6 +50,7 @@ OLD_RUN = """
 set -euo pipefail
 PY=.venv/bin/python
 $PY manage.py migrate --noinput
+$PY manage.py createcachetable  # today's settings keep the cluster's heartbeat in a table; health reads it
 $PY manage.py embedder_status
 $PY manage.py ensure_schedules
 $PY manage.py ensure_admin --url "http://$JUSTAI_HOST:$JUSTAI_PORT/admin/"
@@ -266,7 +267,7 @@ class Service:
 
 
 class ConnectionSampler:
-    """Counts the backends connected to the service's database (pg_stat_activity), itself excluded."""
+    """Counts the client connections to the service's database (pg_stat_activity; not autovacuum or parallel workers)."""
 
     def __init__(self, params: dict | None):
         self.conn = None
@@ -282,7 +283,9 @@ class ConnectionSampler:
         if self.conn is None:
             return None
         row = self.conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [DATABASE_NAME]
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend' "
+            "AND pid <> pg_backend_pid()",
+            [DATABASE_NAME],
         ).fetchone()
         return row[0]
 
