@@ -18,7 +18,7 @@ distributions (percentiles, and the share of pairs at or above candidate thresho
   ``duplicate`` must merge near-identical re-typings only; ``tombstone`` must catch a translation or
   paraphrase of a forgotten fact but not another fact, not even on the same topic.
 
-The values chosen from this output, and why, are in the README ("Embedders and thresholds").
+The values chosen from this output, and why, are in docs/embedders.md.
 """
 
 import argparse

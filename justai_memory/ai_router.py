@@ -2,7 +2,7 @@
 
 One client (the ``openai`` SDK with a ``base_url``) covers Ollama, llama.cpp, vLLM, LM Studio
 (local) and OpenAI or Gemini's OpenAI-compatible endpoint (cloud). Settings come from the
-environment (``AI_<ROLE>_*``, see README "AI router"); presets fill in what is not set.
+environment (``AI_<ROLE>_*``, see docs/configuration.md, "AI router"); presets fill in what is not set.
 """
 
 import ipaddress

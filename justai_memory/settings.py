@@ -195,7 +195,7 @@ if any(len(token) < INTERNAL_API_TOKEN_MIN_CHARS for token in INTERNAL_API_TOKEN
         "(generate one with: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')."
     )
 
-# AI router: each role maps to an OpenAI-compatible provider (README, "AI router"). Empty values take
+# AI router: each role maps to an OpenAI-compatible provider (docs/configuration.md, "AI router"). Empty values take
 # the provider preset's defaults (ollama, llamacpp, vllm, lmstudio, openai, gemini, custom).
 AI_ROLE_NAMES = ["memory"]
 AI_ROLES = {

