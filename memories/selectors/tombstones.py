@@ -1,5 +1,6 @@
 """Forget blocks: which tombstones a text comes close to, by meaning or by a forgotten value it carries."""
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models.functions import Cast
 from pgvector.django import VectorField
@@ -49,7 +50,7 @@ def tombstone_hits_many(*, contents: list[str], embeddings, embedder: Embedder, 
     """``tombstone_hits`` for many texts: one statement per embedder the tombstones were made with."""
     queryset = (Tombstone.objects.all() if tombstones is None else tombstones).order_by()
     hits: list[list[int]] = [[] for _ in contents]
-    if not contents:
+    if not contents or _matches_nothing(queryset):
         return hits
     digests = [text_digests(content) for content in contents]
     others = _hits(queryset=queryset, space=embedder, vectors=embeddings, digests=digests, hits=hits, with_others=True)
@@ -59,6 +60,15 @@ def tombstone_hits_many(*, contents: list[str], embeddings, embedder: Embedder, 
     for found in hits:
         found.sort()
     return hits
+
+
+def _matches_nothing(queryset) -> bool:
+    """True for a queryset that can match no row by construction (``.none()``, an empty ``id__in``): it has no SQL."""
+    try:
+        queryset.query.sql_with_params()
+    except EmptyResultSet:
+        return True
+    return False
 
 
 def _hits(

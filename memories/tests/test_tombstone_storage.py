@@ -36,3 +36,20 @@ def test_the_migration_moves_vectors_stored_out_of_line_into_the_row():
             cursor.execute(statement)
     assert toast_rows() == 0
     assert list(Tombstone.objects.get().embedding) == list(one_hot(3))
+
+
+@pytest.mark.django_db
+def test_an_empty_set_of_tombstones_blocks_nothing():
+    """A queryset that matches nothing by construction (``.none()``) has no SQL; it blocks nothing instead of raising."""
+    from memories.embedders import embedder_by_name
+    from memories.selectors.tombstones import tombstone_hits
+
+    embedder = embedder_by_name("hash")
+    text = "Der Code für das Gartentor ist 4711"
+    hits = tombstone_hits(
+        content=text,
+        embedding=embedder.embed_documents([text])[0],
+        embedder=embedder,
+        tombstones=Tombstone.objects.none(),
+    )
+    assert hits == []
