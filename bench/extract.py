@@ -289,7 +289,7 @@ def end_to_end(*, conversations: int, workers: int) -> None:
     import subprocess
 
     os.environ.update(
-        INTERNAL_API_TOKENS="bench-token",
+        INTERNAL_API_TOKENS="bench-token-of-the-e2e-mode",
         AI_MEMORY_PROVIDER="custom",
         AI_MEMORY_MODEL="fake-model",
         AI_MEMORY_LOCATION="local",
@@ -317,7 +317,7 @@ def end_to_end(*, conversations: int, workers: int) -> None:
 
     room = Room.objects.create(name="Bench kitchen")
     anna = Person.objects.create(name="Bench Anna", preferred_language="de")
-    client = Client(HTTP_AUTHORIZATION="Bearer bench-token")
+    client = Client(HTTP_AUTHORIZATION="Bearer bench-token-of-the-e2e-mode")
     sentences, _ = texts("de")
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "justai_memory.settings")}
