@@ -436,7 +436,7 @@ def main() -> None:
 
     from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
-    from memories.selectors.nearest import nearest_memories_many
+    from memories.selectors.nearest import FORCE_INDEX_SQL, nearest_memories_many
     from memories.services.embeddings import active_embedder
     from memories.services.store import StoreOutcome, memory_store
     from people.models import Person, Room
@@ -620,6 +620,9 @@ def main() -> None:
     plans = {}
     with transaction.atomic(), connection.cursor() as cursor:
         for name, sql in (("nearest memories of all items", search), ("forget blocks of all items", blocks)):
+            if sql.startswith(FORCE_INDEX_SQL):  # planner settings, then the search, then the reset
+                sql = sql.split("; ", 2)[2].rsplit("; ", 2)[0]
+                cursor.execute(FORCE_INDEX_SQL)
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)
             plans[name] = [re.sub(r"'[{\[][^']*'", "'...'", row[0]) for row in cursor.fetchall()]
         transaction.set_rollback(True)
