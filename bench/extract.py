@@ -289,7 +289,7 @@ def end_to_end(*, conversations: int, workers: int) -> None:
     import subprocess
 
     os.environ.update(
-        INTERNAL_API_TOKENS="bench-token",
+        INTERNAL_API_TOKENS="bench-token-of-the-e2e-mode",
         AI_MEMORY_PROVIDER="custom",
         AI_MEMORY_MODEL="fake-model",
         AI_MEMORY_LOCATION="local",
@@ -317,7 +317,7 @@ def end_to_end(*, conversations: int, workers: int) -> None:
 
     room = Room.objects.create(name="Bench kitchen")
     anna = Person.objects.create(name="Bench Anna", preferred_language="de")
-    client = Client(HTTP_AUTHORIZATION="Bearer bench-token")
+    client = Client(HTTP_AUTHORIZATION="Bearer bench-token-of-the-e2e-mode")
     sentences, _ = texts("de")
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "justai_memory.settings")}
@@ -436,7 +436,7 @@ def main() -> None:
 
     from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
-    from memories.selectors.nearest import nearest_memories_many
+    from memories.selectors.nearest import FORCE_INDEX_SQL, nearest_memories_many
     from memories.services.embeddings import active_embedder
     from memories.services.store import StoreOutcome, memory_store
     from people.models import Person, Room
@@ -620,6 +620,9 @@ def main() -> None:
     plans = {}
     with transaction.atomic(), connection.cursor() as cursor:
         for name, sql in (("nearest memories of all items", search), ("forget blocks of all items", blocks)):
+            if sql.startswith(FORCE_INDEX_SQL):  # planner settings, then the search, then the reset
+                sql = sql.split("; ", 2)[2].rsplit("; ", 2)[0]
+                cursor.execute(FORCE_INDEX_SQL)
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)
             plans[name] = [re.sub(r"'[{\[][^']*'", "'...'", row[0]) for row in cursor.fetchall()]
         transaction.set_rollback(True)
