@@ -196,18 +196,10 @@ def chat_complete(
     return content
 
 
-def _url_without_credentials(url: str) -> str:
-    parts = urlparse(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    return parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl()
-
-
 def provider_status(role: str) -> dict:
     """Whether ``role``'s provider answers (GET {base_url}/models within AI_PROBE_TIMEOUT, no retries).
 
-    Returns role, provider, base_url (without credentials), model, location, ``ok``, ``model_listed``
+    Returns role, provider, base_url (``public_url``: no user info, query or fragment), model, location, ``ok``, ``model_listed``
     (whether the model is among the listed ones; None when unknown) and ``error`` (class or HTTP
     status, or the configuration problem): never the API key.
     """
@@ -218,7 +210,7 @@ def provider_status(role: str) -> dict:
     status = {
         "role": role,
         "provider": provider.name,
-        "base_url": _url_without_credentials(provider.base_url),
+        "base_url": public_url(provider.base_url),
         "model": provider.model,
         "location": provider.location,
         "ok": False,
