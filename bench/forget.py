@@ -79,7 +79,7 @@ def blocks_bench() -> None:
 
     import numpy as np
 
-    from memories.digests import digest_key, distinctive_tokens
+    from memories.digests import digest_key, distinctive_tokens, marks_needed, word_marks
     from memories.models import Memory, Provenance, Source, Tombstone
     from memories.selectors.tombstones import tombstone_hits_many
     from memories.services.embeddings import active_embedder
@@ -92,7 +92,9 @@ def blocks_bench() -> None:
     embedder = active_embedder()
     thresholds = embedder.thresholds
     data = json.loads(BLOCKS.read_text(encoding="utf-8"))
-    rows = []  # (group, household, item, blocked now, blocked by meaning alone, best similarity, best with a shared digest)
+    # (group, household, item, blocked now, blocked by meaning alone, best similarity, best with a shared
+    # value digest, with a weak one, made of its words)
+    rows = []
     check_ms = []
     for household in data["households"]:
         Tombstone.objects.all().delete()
@@ -118,7 +120,8 @@ def blocks_bench() -> None:
         check_ms.append(ms(time.perf_counter() - t0) / len(texts))
         for (group, item), vector, found, text in zip(items, embeddings, hits, texts, strict=True):
             similarities = vectors @ vector
-            shared = {"value": [], "weak": []}
+            shared = {"value": [], "weak": [], "words": []}
+            marks = word_marks(text)
             tokens = distinctive_tokens(text)
             if tokens.fragment:
                 tokens = tokens.__class__(values=frozenset(), weak=frozenset())
@@ -128,6 +131,8 @@ def blocks_bench() -> None:
                     shared["value"].append(float(sim))
                 elif kept & set(digests_of(tokens.weak)):
                     shared["weak"].append(float(sim))
+                if marks_needed(marks) and len(set(marks) & set(t.word_marks)) >= marks_needed(marks):
+                    shared["words"].append(float(sim))
             item = {**item, "kind": item.get("kind") or (forgotten[item["of"]]["kind"] if "of" in item else "")}
             if "of" in item:
                 item["fact_kind"] = forgotten[item["of"]]["kind"]
@@ -141,6 +146,7 @@ def blocks_bench() -> None:
                     float(similarities.max()),
                     max(shared["value"], default=None),
                     max(shared["weak"], default=None),
+                    max(shared["words"], default=None),
                 )
             )
 
@@ -174,7 +180,7 @@ def blocks_bench() -> None:
     table("new value for a forgotten topic: blocked", "new value", lambda r: r[2]["fact_kind"], True)
 
     print("  remaining misses (group, household, similarity, with a shared value digest, weak digest, text):")
-    for group, name, item, now, _, best, value, weak in rows:
+    for group, name, item, now, _, best, value, weak, _words in rows:
         if group != "new value" and now != (group == "blocked"):
             shared = "-" if value is None else f"{value:.2f}"
             shared_weak = "-" if weak is None else f"{weak:.2f}"
@@ -186,8 +192,11 @@ def blocks_bench() -> None:
     print(
         "  (fragments of at most three words that share a digest are blocked whatever their similarity: left out below)"
     )
-    print("  similarity of texts sharing a value digest (sets digest_related) / only a weak one (digest_weak):")
-    for column, label in ((6, "value"), (7, "weak")):
+    print(
+        "  similarity of texts sharing a value digest (sets digest_related) / only a weak one, or made of a"
+        " forgotten memory's words (both digest_weak):"
+    )
+    for column, label in ((6, "value"), (7, "weak"), (8, "words")):
         for group in ("blocked", "kept", "new value"):
             selected = sorted((r for r in rows if r[0] == group and r[column] is not None), key=lambda r: r[column])
             if not selected:

@@ -12,12 +12,20 @@ what. Rare means absent from wordfreq's small word lists of the household langua
 frequency < 3, rarer than once per million words in each): "quokka", "Metformin", "Kellertür";
 not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
 
+A location or a name has no such token ("Il passaporto di Marco è nel cassetto sotto il forno"), and
+a fragment of it ("Passaporto di Marco: cassetto sotto il forno") sits just under the meaning
+threshold. So a tombstone also keeps **word marks**: 12 bits of the HMAC of each content word (no
+function word). A text made of the forgotten memory's own words (most of its content words are
+among the marks) is a fragment of it. Twelve bits identify no word: each mark stands for one in 4,096
+of all words, so even with the key a mark narrows a word down to dozens of candidates per language.
+
 The key is kept outside the database (``FORGET_DIGEST_KEY`` from the environment, else a key generated
 once into the data folder), so the database alone does not let anyone test guesses against a digest.
 """
 
 import hashlib
 import hmac
+import math
 import re
 import secrets
 import unicodedata
@@ -35,6 +43,13 @@ MIN_WORD_CHARS = 4
 MIN_NUMBER_DIGITS = 3
 MIN_CODE_CHARS = 4
 FRAGMENT_CHUNKS = 3
+# A content word: four letters or more, not among the commonest words of any household language
+# (Zipf >= 5.5: "sotto", "unter", "under", "jeden"); names, objects and places are content words.
+FUNCTION_ZIPF = 5.5
+MARK_BITS = 12
+# "Made of the forgotten memory's words": at least two of them, and three in four of the text's own.
+MIN_SHARED_WORDS = 2
+SHARED_WORDS = 0.75
 KEY_FILE = "forget_digest_key"
 
 # A chunk: word characters joined by separators that occur inside numbers, codes and compounds.
@@ -42,6 +57,7 @@ KEY_FILE = "forget_digest_key"
 _CHUNK = re.compile(r"[^\W_]+(?:[-./:,][^\W_]+)*")
 _PARTS = re.compile(r"[^\W_]+")
 _DIGITS_OR_LETTERS = re.compile(r"\d+|[^\W\d_]+")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _ORDINAL = re.compile(r"^\d+(st|nd|rd|th|er|e|te|ten|o|a|º|ª)$")
 _DAY_FIRST = re.compile(r"^(\d{1,2})[./-](\d{1,2})[./-](\d{4})$")
 _YEAR_FIRST = re.compile(r"^(\d{4})[./-](\d{1,2})[./-](\d{1,2})$")
@@ -70,6 +86,23 @@ def is_rare_word(word: str) -> bool:
     from wordfreq import zipf_frequency  # loads its lists on first use (~0.1 s)
 
     return all(zipf_frequency(word, language, wordlist="small") < RARE_ZIPF for language in FREQUENCY_LANGUAGES)
+
+
+@lru_cache(maxsize=65536)
+def is_function_word(word: str) -> bool:
+    """True for a word among the commonest of any household language ("sotto", "unter", "about")."""
+    from wordfreq import zipf_frequency
+
+    return any(zipf_frequency(word, language, wordlist="small") >= FUNCTION_ZIPF for language in FREQUENCY_LANGUAGES)
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The normalised words of ``text`` that say what it is about: four letters or more, no function word."""
+    return frozenset(
+        word
+        for word in _LETTERS.findall(_normalise(text))
+        if len(word) >= MIN_WORD_CHARS and not is_function_word(word)
+    )
 
 
 def _is_year(number: str) -> bool:
@@ -182,14 +215,35 @@ def token_digests(text: str) -> list[str]:
     return _digests(distinctive_tokens(text).all)
 
 
+def word_marks(text: str) -> list[int]:
+    """The first MARK_BITS bits of the HMAC-SHA256 of each content word of ``text``, sorted: a tombstone keeps them."""
+    key = digest_key()
+    return sorted(
+        {
+            int.from_bytes(hmac.new(key, word.encode(), hashlib.sha256).digest()[:2]) >> (16 - MARK_BITS)
+            for word in content_words(text)
+        }
+    )
+
+
+def marks_needed(marks: list[int]) -> int:
+    """How many of a text's word marks a tombstone must hold for the text to be made of its words; 0: never."""
+    if len(marks) < MIN_SHARED_WORDS:
+        return 0
+    return max(MIN_SHARED_WORDS, math.ceil(SHARED_WORDS * len(marks)))
+
+
 @dataclass(frozen=True)
 class TextDigests:
     values: list[str]
     weak: list[str]
     fragment: bool
+    marks: list[int]
 
 
 def text_digests(text: str) -> TextDigests:
-    """The digests of ``text``'s values (numbers, codes, dates) and of its weak tokens (rare words)."""
+    """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), and its word marks."""
     tokens = distinctive_tokens(text)
-    return TextDigests(values=_digests(tokens.values), weak=_digests(tokens.weak), fragment=tokens.fragment)
+    return TextDigests(
+        values=_digests(tokens.values), weak=_digests(tokens.weak), fragment=tokens.fragment, marks=word_marks(text)
+    )

@@ -296,6 +296,12 @@ class Tombstone(models.Model):
         blank=True,
         help_text="HMAC-SHA256 of the forgotten memory's distinctive tokens (memories/digests.py); no text.",
     )
+    word_marks = ArrayField(
+        models.SmallIntegerField(),
+        default=list,
+        blank=True,
+        help_text="12 bits of the HMAC of each of the forgotten memory's content words (memories/digests.py); no text.",
+    )
     blocked_count = models.PositiveIntegerField(default=0, help_text="New items this block dropped.")
     last_blocked_at = models.DateTimeField(null=True, blank=True)
 

@@ -5,7 +5,7 @@ from django.db import connection
 from django.db.models.functions import Cast
 from pgvector.django import VectorField
 
-from memories.digests import TextDigests, text_digests
+from memories.digests import TextDigests, marks_needed, text_digests
 from memories.embedders import Embedder, embedder_by_name, vector_array_literal
 from memories.models import Tombstone
 
@@ -16,14 +16,21 @@ from memories.models import Tombstone
 # A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
 # is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
 # dates, space-separated) from the low ``digest_related`` similarity on; one that shares only a weak
-# digest (q.w: rare words) from ``digest_weak`` on; any other text from ``tombstone`` on.
+# digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
+# own words (q.m: its word marks, q.n: how many the tombstone must hold); any other text from
+# ``tombstone`` on. The marks are counted last, and only for a pair already ``digest_weak`` close.
 HITS_SQL = """
 SELECT q.i, t.id, NULL::text FROM ({candidates} OFFSET 0) t
-JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[]) AS q(v, i, d, w, f)
+JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[])
+    AS q(v, i, d, w, f, m, n)
 ON 1 - (t.vector <=> q.v) >= CASE
     WHEN q.f AND t.digests::text[] && string_to_array(q.d || ' ' || q.w, ' ') THEN -1
     WHEN t.digests::text[] && string_to_array(q.d, ' ') THEN %s
     WHEN t.digests::text[] && string_to_array(q.w, ' ') THEN %s
+    WHEN q.n > 0 AND 1 - (t.vector <=> q.v) >= %s AND q.n <= (
+        SELECT count(*) FROM unnest(string_to_array(q.m, ' ')::int[]) AS mark
+        WHERE mark = ANY(t.word_marks::int[])
+    ) THEN %s
     ELSE %s END
 """
 # Appended to the statement for the current embedder: which other embedders made tombstones (rare:
@@ -36,8 +43,9 @@ def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=No
 
     A tombstone blocks a text within its embedder's ``tombstone`` threshold (the meaning), or within
     the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
-    numbers, codes or dates, or ``digest_weak`` when it shares only a rare word with it;
-    and a fragment of at most three words that shares any digest with it (see memories/digests.py).
+    numbers, codes or dates, or ``digest_weak`` when it shares only a rare word with it or is made
+    of the forgotten memory's own words (its word marks); and a fragment of at most three words that
+    shares any digest with it (see memories/digests.py).
 
     ``tombstones`` narrows the set (e.g. ``Tombstone.objects.visible_to(...)``); default all. Each
     tombstone is compared in the space of the embedder that made it: the content is embedded with
@@ -84,14 +92,16 @@ def _hits(
     candidates = queryset.filter(embedder=space.name).annotate(
         vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
     )
-    sql, params = candidates.values("id", "vector", "digests").query.sql_with_params()
+    sql, params = candidates.values("id", "vector", "digests", "word_marks").query.sql_with_params()
     sql = HITS_SQL.format(candidates=sql)
     thresholds = space.thresholds
     params = [
         *params,
         *(vector_array_literal(vectors), list(range(len(vectors)))),
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
-        *(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
+        *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
+        *(thresholds.digest_related, thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
+        thresholds.tombstone,
     ]
     if with_others:
         others_sql, others_params = (

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from justai_memory.errors import ApplicationError
 from memories.actors import Actor
-from memories.digests import token_digests
+from memories.digests import token_digests, word_marks
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.selectors.forget import forget_candidates, forget_with_duplicates
@@ -68,6 +68,7 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
             forgotten_by_user=by_user,
             memory_id=m.pk,
             digests=token_digests(m.content),
+            word_marks=word_marks(m.content),
         )
         for m in memories
     )
