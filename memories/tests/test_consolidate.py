@@ -563,16 +563,21 @@ def test_on_a_large_table_the_search_runs_on_two_connections_with_the_same_resul
     alone = near_duplicates.near_duplicate_pairs(threshold=0.92)
     for name, value in (("PARALLEL_FROM", 2), ("CLUSTER_SIZE", 2), ("ASSIGN_BATCH", 2), ("PAIRS_BATCH", 2)):
         monkeypatch.setattr(near_duplicates, name, value)
-    threads = set()
+    callers = []
     settings = near_duplicates._session_settings
+    # Each worker waits here for the other: the search goes on only with two threads at once, each on
+    # its own connection (a pool that ran both on one thread would break the barrier).
+    both_workers = threading.Barrier(2, timeout=30)
 
-    def remember_thread(cursor, wanted):
-        threads.add(threading.get_ident())
+    def wait_for_the_other_worker(cursor, wanted):
+        callers.append(threading.get_ident())
+        both_workers.wait()
         return settings(cursor, wanted)
 
-    monkeypatch.setattr(near_duplicates, "_session_settings", remember_thread)
+    monkeypatch.setattr(near_duplicates, "_session_settings", wait_for_the_other_worker)
     assert near_duplicates.near_duplicate_pairs(threshold=0.92) == alone
-    assert len(threads - {threading.get_ident()}) == 2  # two worker threads, each its own connection
+    # Two stages (clusters, pairs), two workers each, none on the calling thread.
+    assert len(callers) == 4 and threading.get_ident() not in callers
     run = consolidate()
     assert Change(Rule.MERGE, planted["merged"].pk, planted["stays"].pk) in run.changes
     assert (run.merged, run.superseded, run.deleted) == (1, 1, 1)
