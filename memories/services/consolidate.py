@@ -57,6 +57,9 @@ logger = logging.getLogger(__name__)
 ALREADY_RUNNING = "A consolidation is already running; wait until it has finished and try again."
 CONSOLIDATE_JOB = "memories.jobs.memories_consolidate_job"
 INTERRUPTED = "Interrupted"  # error of a run whose process ended before it could finish
+LOST = "Lost"  # error of a queued run whose job never started (the queue lost it)
+# A queued run waits for the cluster and at most for one run going (seconds to minutes at 100k).
+QUEUED_LOST_AFTER = timedelta(hours=1)
 PRUNE_AFTER = timedelta(days=90)
 BATCH_SIZE = 2000
 
@@ -103,8 +106,15 @@ def memories_consolidate(
     """
     report = progress or (lambda stage, done, total: None)
     with _consolidation_lock():
-        # Holding the lock, any run still marked running died with its process (the lock went with it).
-        ConsolidationRun.objects.filter(status=RunStatus.RUNNING).update(status=RunStatus.FAILED, error=INTERRUPTED)
+        # Holding the lock, any run still marked running died with its process (the lock went with it),
+        # and a run queued long ago whose job never started was lost by the queue.
+        now = timezone.now()
+        ConsolidationRun.objects.filter(status=RunStatus.RUNNING).update(
+            status=RunStatus.FAILED, error=INTERRUPTED, finished_at=now
+        )
+        ConsolidationRun.objects.filter(status=RunStatus.QUEUED, started_at__lt=now - QUEUED_LOST_AFTER).exclude(
+            pk=getattr(queued, "pk", None)
+        ).update(status=RunStatus.FAILED, error=LOST, finished_at=now)
         if queued is None:
             run = ConsolidationRun.objects.create(started_by=started_by, dry_run=dry_run)
         else:

@@ -460,7 +460,21 @@ def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     stale = ConsolidationRun.objects.create(started_by="schedule")
     consolidate()
     stale.refresh_from_db()
-    assert (stale.status, stale.error) == ("failed", "Interrupted")
+    assert (stale.status, stale.error) == ("failed", "Interrupted") and stale.finished_at
+
+
+def test_a_run_queued_long_ago_whose_job_never_started_is_marked_lost_by_the_next_run():
+    lost = ConsolidationRun.objects.create(
+        started_by="admin:1", status="queued", started_at=timezone.now() - timedelta(hours=2)
+    )
+    waiting = ConsolidationRun.objects.create(started_by="admin:1", status="queued")
+    consolidate()
+    lost.refresh_from_db()
+    waiting.refresh_from_db()
+    assert (lost.status, lost.error) == ("failed", "Lost") and lost.finished_at
+    assert waiting.status == "queued"  # its job may still come: queued a moment ago
+    # The lost run's job, should it come after all, finds it no longer queued and does nothing.
+    assert jobs.memories_consolidate_job(lost.pk) is None
 
 
 def plant_a_pair_across_a_cluster_border() -> tuple[Memory, Memory, list[Memory]]:
