@@ -1,4 +1,5 @@
-# Sourced by scripts/run and scripts/test: make .venv with Python 3 and install requirements.txt when it changed.
+# Sourced by scripts/run and scripts/test: make .venv with Python 3 and install requirements.txt and
+# requirements-nodeps.txt (without their dependencies) when either changed.
 set -euo pipefail
 PYTHON="${PYTHON:-python3}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
@@ -10,10 +11,11 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-  echo "==> installing requirements.txt into .venv"
+  echo "==> installing requirements.txt and requirements-nodeps.txt into .venv"
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   echo "$want" > "$stamp"
 fi
