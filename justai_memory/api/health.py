@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from justai_memory.api.common import ERRORS
 from justai_memory.health import health_report
@@ -60,4 +60,4 @@ RESPONSES = {200: HealthOut, 503: HealthOut, **{codes - {503}: schema for codes,
 def health(request):
     """The database answers, the embedder loads, a job cluster beat within a minute; the LLM provider is reported."""
     body, status = health_report()
-    return status, body
+    return Status(status, body)
