@@ -101,22 +101,8 @@ class ConversationAdmin(admin.ModelAdmin):
             },
         ),
     ]
-    readonly_fields = [
-        "room",
-        "speaker",
-        "language",
-        "model_location",
-        "started_at",
-        "ended_at",
-        "ended_by",
-        "extraction_status",
-        "extraction_stats_pretty",
-        "extraction_attempts",
-        "extraction_error",
-        "extraction_hint_text",
-        "extracted_at",
-        "extraction_blocked",
-    ]
+    # Nothing on the page is edited: every field shown is read-only.
+    readonly_fields = [name for _, options in fieldsets for name in options["fields"]]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(turn_count=Count("turns"))
