@@ -13,7 +13,9 @@ memories of all items over the HNSW index or exactly for a small scope, one INSE
 one of the audit rows) and ``memory_store`` for the summary. Baselines in the same run, on the same
 items: the batch embedding alone, and the path before batching (one ``memory_store`` per item);
 each conversation is stored by both paths in alternating order, and what one stored is removed
-before the other runs. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored
+before the other runs. Then 20 more conversations go through the batch path with each step timed
+(embedding, language detection, digests, each statement by step, commit, the rest): where one
+batch goes. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored
 before, 2 texts stored already (they merge unless a tombstone covers them) and 1 close to a
 tombstone; 1 in 4 is private to the speaker (a scope with no rows: the exact branch), the rest
 shared (80k rows: the HNSW branch). The tombstones are of texts on the same topics, so several of the
