@@ -15,13 +15,13 @@ from memories.models import Tombstone
 # cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
 # A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
 # is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
-# dates, space-separated) from the low ``digest_related`` similarity on; one that shares only a weak digest (q.w: rare
-# words) from ``digest_weak`` on, and so does a text made of the forgotten memory's own words (q.m:
-# its word marks, q.n: how many the tombstone must hold); any other text from ``tombstone`` on.
-# Every rule but the fragment's needs at least the lowest of those thresholds (the join condition), so
-# the rules and their array work run only for the few pairs that close (p: a fence again, so the
-# planner cannot merge them into the join's condition); the marks are counted last, and only for a
-# pair already ``digest_weak`` close.
+# dates, space-separated) from the low ``digest_related`` similarity on; one that shares only a weak
+# digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
+# own words (q.m: its word marks, q.n: how many the tombstone must hold); any other text from
+# ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those thresholds (the
+# join condition), so the rules and their array work run only for the few pairs that close (p: a
+# fence again, so the planner cannot merge them into the join's condition); the marks are counted
+# last, and only for a pair already ``digest_weak`` close.
 HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
