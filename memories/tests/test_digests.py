@@ -8,11 +8,14 @@ from django.db import connection
 
 from justai_memory.errors import ApplicationError
 from memories.digests import content_words, digest_key, distinctive_tokens, token_digests, word_marks
+from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Source, Tombstone
+from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.edit import memory_note_add
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+from memories.tests.helpers import one_hot
 from people.tests.factories import RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -98,6 +101,20 @@ def test_fragments_carrying_the_forgotten_value_are_blocked(usem3, fragment):
     result = memory_store(draft=extracted(fragment), actor="job:extract")
     assert result.outcome == StoreOutcome.BLOCKED and result.blocking_tombstones == [tombstone.pk]
     assert not Memory.objects.exists()
+
+
+def test_a_fragment_with_the_forgotten_value_is_blocked_however_far_its_meaning():
+    """The fragment rule has no similarity floor: a pair below every threshold is still checked for it."""
+    embedder = get_embedder()
+    tombstone = Tombstone.objects.create(
+        embedding=one_hot(0), embedder=embedder.name, scope="shared", digests=token_digests(SECRET)
+    )
+    texts = ["Zebra: 98765", "Im Keller steht seit Jahren die Nummer 98765 an der Wand."]
+    # Similarity 0 to the tombstone: the fragment is blocked, the sentence with the value is not (its floor is 0.35).
+    assert tombstone_hits_many(contents=texts, embeddings=[one_hot(1), one_hot(1)], embedder=embedder) == [
+        [tombstone.pk],
+        [],
+    ]
 
 
 @pytest.mark.parametrize(

@@ -58,3 +58,34 @@ def test_a_failed_search_leaves_the_rollback_to_revert_the_settings(monkeypatch)
     with pytest.raises(DatabaseError), transaction.atomic():
         nearest_memories_many(searches=[(Memory.objects.all(), np.ones(512, dtype=np.float32))], limit=5)
     assert (planner_setting("enable_seqscan"), planner_setting("enable_sort")) == ("on", "on")
+
+
+def rows_fetched_by_index_scans() -> int:
+    """Heap rows that index scans of memories_memory fetched so far in this transaction (filtered out or not)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'memories_memory'")
+        return cursor.fetchone()[0]
+
+
+def test_a_small_set_in_a_large_table_is_probed_through_its_own_index():
+    ben = PersonFactory()
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(10 * nearest.EXACT_SCAN_BELOW + 3, 512)).astype(np.float32)
+    Memory.objects.bulk_create(
+        Memory(
+            content=f"fact {i}",
+            embedding=v,
+            provenance="confirmed",
+            source="tool",
+            scope=Scope.PRIVATE if i < 3 else Scope.SHARED,
+            owner=ben if i < 3 else None,
+        )
+        for i, v in enumerate(vectors)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+    before = rows_fetched_by_index_scans()
+    [found] = nearest_memories_many(searches=[(Memory.objects.active().filter(owner=ben), vectors[0])], limit=5)
+    assert len(found) == 3 and found[0][1] == pytest.approx(1.0, abs=1e-5)
+    # Ben's three rows, by the probe and by the exact ranking; not the table's thousand shared rows.
+    assert rows_fetched_by_index_scans() - before <= 10
