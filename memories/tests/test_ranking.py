@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -9,7 +10,7 @@ from django.utils import timezone
 from memories.selectors import keywords
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
-from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates
+from memories.selectors.recall import keyword_hits, memory_recall, ranked_memories, recall_candidates
 from memories.tests.factories import MemoryFactory
 from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
@@ -73,6 +74,35 @@ def test_each_paths_first_hit_stays_and_scores_outweigh_middling_ranks_on_both()
     # first leads, and the vector path's first is kept although 20..29 outscore it.
     assert fused[0].id == 2
     assert 1 in {hit.id for hit in fused}
+
+
+def near(similarity: float, index: int) -> np.ndarray:
+    """A unit vector with exactly ``similarity`` to one_hot(0) (the query's vector below)."""
+    return similarity * one_hot(0) + np.sqrt(1 - similarity**2) * one_hot(index)
+
+
+def test_a_memory_below_both_paths_first_ten_reaches_the_top_when_it_is_strong_on_both():
+    room = RoomFactory()
+    # Twelve memories that hold every question word but nothing of its meaning, and twelve close
+    # by meaning that share no word with it: each path's first ten are all of one kind.
+    for n in range(12):
+        MemoryFactory(content=f"Minka red ball number {n}", embedding=one_hot(n + 100))
+        MemoryFactory(content=f"Toy fetched {n} times", embedding=near(0.9 - n * 0.01, n + 200))
+    # Both: the same words in a slightly longer memory (13th by words), and 13th by meaning.
+    both = MemoryFactory(content="Minka red ball under the old blue sofa", embedding=near(0.75, 300))
+    analyze()
+    candidates = recall_candidates(speaker=None, room=room)
+
+    ranked = ranked_memories(
+        candidates=candidates, query="Minka red ball", embedding=one_hot(0), languages=["en"], limit=10, recall_min=0.2
+    )
+
+    assert ranked[0].id == both.pk
+    assert ranked[0].found_by["keyword"].rank == 13
+    assert ranked[0].found_by["vector"].score == pytest.approx(0.75)  # its similarity counts, from the keyword pool
+    # What either path alone puts first stays.
+    firsts = {path for hit in ranked for path, found in hit.found_by.items() if found.rank == 1}
+    assert {"keyword", "vector"} <= firsts
 
 
 def test_a_supplementing_path_only_fills_free_places():
