@@ -44,6 +44,9 @@ SELECT (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memories_memory
 FROM (SELECT search_vector FROM memories_memory ORDER BY id DESC LIMIT 1000) newest
 """
 STATISTICS_TTL = 600.0  # seconds; the statistics change only when (auto)ANALYZE runs
+# Before the first ANALYZE (a new household, a restored dump) there are no lexeme statistics and
+# every word would weigh the same: ask again soon, so autovacuum's first ANALYZE counts within a minute.
+NO_STATISTICS_TTL = 30.0
 
 
 class Statistics(NamedTuple):
@@ -125,7 +128,7 @@ def keyword_statistics() -> Statistics:
     household = tuple(sorted(household_languages()))
     configs = (text_search_config(code) for code in (*STOP_WORD_LANGUAGES, *household))
     statistics = Statistics(
-        expires=time.monotonic() + STATISTICS_TTL,
+        expires=time.monotonic() + (STATISTICS_TTL if rows else NO_STATISTICS_TTL),
         rows=rows,
         by_folded=by_folded,
         memories=max(float(reltuples or 0), float(sampled or 0), 1.0),

@@ -217,3 +217,15 @@ def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
     assert why[both.pk]["keyword"].rank == 1 and why[both.pk]["keyword"].score > 0
     assert set(why[about.pk]) == {"about_speaker"}
     assert "0." not in result.prompt.split("\n", 1)[1] and "rank" not in result.prompt
+
+
+def test_before_the_first_analyze_the_statistics_are_asked_for_again_within_a_minute(monkeypatch):
+    for n in range(30):
+        MemoryFactory(content=f"Ein guter Tag zu Hause Nummer {n}", language="de")
+    now = [1000.0]
+    monkeypatch.setattr(keywords.time, "monotonic", lambda: now[0])
+    assert keywords.keyword_statistics().rows == {}  # no ANALYZE yet: every word would weigh the same
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")  # autovacuum's first ANALYZE
+    now[0] += 60
+    assert keywords.keyword_statistics().rows  # counted without waiting for STATISTICS_TTL
