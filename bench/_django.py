@@ -38,3 +38,24 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def explain_rows(cursor, sql: str, params=None, *, options: str = "ANALYZE, BUFFERS") -> list[str]:
+    """EXPLAIN (``options``) of one captured statement, as the product runs it.
+
+    The duplicate and vector searches send planner settings, the search and their reset in one round
+    trip (``nearest.FORCE_INDEX_SQL``); EXPLAIN takes one statement, so the settings are applied
+    first, the search explained alone and the settings reset after it.
+    """
+    from memories.selectors.nearest import FORCE_INDEX_SQL, RESET_PLANNER_SQL
+
+    forced = sql.startswith(FORCE_INDEX_SQL)
+    if forced:
+        sql = sql.split("; ", 2)[2].rsplit("; ", 2)[0]
+        cursor.execute(FORCE_INDEX_SQL)
+    try:
+        cursor.execute(f"EXPLAIN ({options}) {sql}", params)
+        return [row[0] for row in cursor.fetchall()]
+    finally:
+        if forced:
+            cursor.execute(RESET_PLANNER_SQL)

@@ -346,9 +346,10 @@ def explain(sql: str, params=None) -> str:
 
     from django.db import connection
 
+    from bench._django import explain_rows
+
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
-        lines = [re.sub(r"'\[[-0-9.,e]+\]'", "'[...]'", row[0]) for row in cursor.fetchall()]
+        lines = [re.sub(r"'\[[-0-9.,e]+\]'", "'[...]'", row) for row in explain_rows(cursor, sql, params)]
     return "\n".join("    " + line for line in lines)
 
 
