@@ -86,20 +86,63 @@ def _date(chunk: str) -> str | None:
     return f"{year}{int(month):02d}{int(day):02d}"
 
 
+# The words whose answers the table gives are those wordfreq's regex tokenizer keeps as one token,
+# unchanged, in each household language: runs of lower-case Latin letters that NFC and case folding
+# leave as they are ("kellertür", "mañana", "garçon"; "ß" is folded to "ss" before it gets here).
+# Any other word (combining marks, Greek, Cyrillic, CJK) asks wordfreq itself, as before.
+_TABLE_CHARS = "".join(
+    c
+    for c in map(chr, range(0x61, 0x250))
+    if unicodedata.name(c, "").startswith("LATIN SMALL LETTER ")
+    and c.casefold() == c
+    and unicodedata.normalize("NFC", c) == c
+)
+_TABLE_WORD = re.compile(f"[{re.escape(_TABLE_CHARS)}]+")
+
+
+def _zipf(freq: float) -> float:
+    """wordfreq's ``zipf_frequency`` of a one-token word with this list frequency (its steps, in its order)."""
+    from wordfreq import freq_to_zipf, zipf_to_freq
+
+    freq = max(1.0 / (1.0 / freq), zipf_to_freq(0.0))
+    return round(freq_to_zipf(round(freq, math.floor(-math.log(freq, 10)) + 3)), 2)
+
+
+@lru_cache(maxsize=1)
+def _zipf_table() -> dict[str, float]:
+    """Each word of wordfreq's small lists of the household languages -> its highest Zipf frequency among them."""
+    from wordfreq import get_frequency_dict  # loads its lists on first use (~0.1 s)
+
+    table: dict[str, float] = {}
+    for language in FREQUENCY_LANGUAGES:
+        zipfs: dict[float, float] = {}  # a list has a few hundred distinct frequencies
+        for word, freq in get_frequency_dict(language, wordlist="small").items():
+            if (zipf := zipfs.get(freq)) is None:
+                zipf = zipfs[freq] = _zipf(freq)
+            if zipf > table.get(word, 0.0):
+                table[word] = zipf
+    return table
+
+
+def _max_zipf(word: str) -> float:
+    """The highest Zipf frequency of ``word`` among the household languages' small lists (0: in none)."""
+    if _TABLE_WORD.fullmatch(word):
+        return _zipf_table().get(word, 0.0)
+    from wordfreq import zipf_frequency
+
+    return max(zipf_frequency(word, language, wordlist="small") for language in FREQUENCY_LANGUAGES)
+
+
 @lru_cache(maxsize=65536)
 def is_rare_word(word: str) -> bool:
     """True when ``word`` is in none of wordfreq's small lists of the household languages."""
-    from wordfreq import zipf_frequency  # loads its lists on first use (~0.1 s)
-
-    return all(zipf_frequency(word, language, wordlist="small") < RARE_ZIPF for language in FREQUENCY_LANGUAGES)
+    return _max_zipf(word) < RARE_ZIPF
 
 
 @lru_cache(maxsize=65536)
 def is_function_word(word: str) -> bool:
     """True for a word among the commonest of any household language ("sotto", "unter", "about")."""
-    from wordfreq import zipf_frequency
-
-    return any(zipf_frequency(word, language, wordlist="small") >= FUNCTION_ZIPF for language in FREQUENCY_LANGUAGES)
+    return _max_zipf(word) >= FUNCTION_ZIPF
 
 
 def content_words(text: str) -> frozenset[str]:
