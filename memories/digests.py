@@ -237,11 +237,13 @@ def digest_key() -> bytes:
     """The HMAC key: ``FORGET_DIGEST_KEY``, else the key generated once into the data folder."""
     if configured := getattr(settings, "FORGET_DIGEST_KEY", ""):
         return configured.encode()
-    return _file_key(Path(settings.DATA_DIR) / KEY_FILE)
+    # By the folder's name: a Path built on every call cost more than the HMACs of a short text.
+    return _file_key(str(settings.DATA_DIR))
 
 
 @lru_cache(maxsize=4)
-def _file_key(path: Path) -> bytes:
+def _file_key(data_dir: str) -> bytes:
+    path = Path(data_dir) / KEY_FILE
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         # Exclusive create: two processes starting at once keep the first one's key.
@@ -254,23 +256,25 @@ def _file_key(path: Path) -> bytes:
     return path.read_text().strip().encode()
 
 
-def _digests(tokens) -> list[str]:
-    key = digest_key()
+def _digests(tokens, key: bytes) -> list[str]:
     return sorted(hmac.new(key, token.encode(), hashlib.sha256).hexdigest() for token in tokens)
 
 
 def token_digests(text: str) -> list[str]:
     """HMAC-SHA256 (hex) of each distinctive token of ``text``, sorted: what a tombstone keeps."""
-    return _digests(distinctive_tokens(text).all)
+    return _digests(distinctive_tokens(text).all, digest_key())
 
 
 def word_marks(text: str) -> list[int]:
     """The first MARK_BITS bits of the HMAC-SHA256 of each content word of ``text``, sorted: a tombstone keeps them."""
-    key = digest_key()
+    return _marks(content_words(text), digest_key())
+
+
+def _marks(words, key: bytes) -> list[int]:
     return sorted(
         {
             int.from_bytes(hmac.new(key, word.encode(), hashlib.sha256).digest()[:2]) >> (16 - MARK_BITS)
-            for word in content_words(text)
+            for word in words
         }
     )
 
@@ -292,7 +296,10 @@ class TextDigests:
 
 def text_digests(text: str) -> TextDigests:
     """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), and its word marks."""
-    tokens = distinctive_tokens(text)
+    tokens, key = distinctive_tokens(text), digest_key()
     return TextDigests(
-        values=_digests(tokens.values), weak=_digests(tokens.weak), fragment=tokens.fragment, marks=word_marks(text)
+        values=_digests(tokens.values, key),
+        weak=_digests(tokens.weak, key),
+        fragment=tokens.fragment,
+        marks=_marks(content_words(text), key),
     )
