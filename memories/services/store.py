@@ -182,6 +182,9 @@ def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
     )
 
 
+_VALIDATED = ("content", "kind", "provenance", "source", "scope")
+
+
 def _new_memory(draft: MemoryDraft) -> Memory:
     """The row a draft becomes when it is new, checked against the model's field rules (no vector yet)."""
     memory = Memory(
@@ -204,9 +207,10 @@ def _new_memory(draft: MemoryDraft) -> Memory:
     try:
         # The table's constraints are checked by _validate and again by PostgreSQL on INSERT, and the
         # related rows come in as loaded instances: checking them here too would cost one query (and
-        # two savepoints) each, ~45 round trips per store.
+        # two savepoints) each, ~45 round trips per store. The fields _validate checked as strictly
+        # (content not empty, the choices) are not checked twice.
         memory.full_clean(
-            exclude=["embedding", "search_vector", "owner", "room", "about", "superseded_by"],
+            exclude=[*("embedding", "search_vector", "owner", "room", "about", "superseded_by"), *_VALIDATED],
             validate_constraints=False,
         )
     except ValidationError as exc:
