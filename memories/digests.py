@@ -86,20 +86,63 @@ def _date(chunk: str) -> str | None:
     return f"{year}{int(month):02d}{int(day):02d}"
 
 
+# The words whose answers the table gives are those wordfreq's regex tokenizer keeps as one token,
+# unchanged, in each household language: runs of lower-case Latin letters that NFC and case folding
+# leave as they are ("kellertür", "mañana", "garçon"; "ß" is folded to "ss" before it gets here).
+# Any other word (combining marks, Greek, Cyrillic, CJK) asks wordfreq itself, as before.
+_TABLE_CHARS = "".join(
+    c
+    for c in map(chr, range(0x61, 0x250))
+    if unicodedata.name(c, "").startswith("LATIN SMALL LETTER ")
+    and c.casefold() == c
+    and unicodedata.normalize("NFC", c) == c
+)
+_TABLE_WORD = re.compile(f"[{re.escape(_TABLE_CHARS)}]+")
+
+
+def _zipf(freq: float) -> float:
+    """wordfreq's ``zipf_frequency`` of a one-token word with this list frequency (its steps, in its order)."""
+    from wordfreq import freq_to_zipf, zipf_to_freq
+
+    freq = max(1.0 / (1.0 / freq), zipf_to_freq(0.0))
+    return round(freq_to_zipf(round(freq, math.floor(-math.log(freq, 10)) + 3)), 2)
+
+
+@lru_cache(maxsize=1)
+def _zipf_table() -> dict[str, float]:
+    """Each word of wordfreq's small lists of the household languages -> its highest Zipf frequency among them."""
+    from wordfreq import get_frequency_dict  # loads its lists on first use (~0.1 s)
+
+    table: dict[str, float] = {}
+    for language in FREQUENCY_LANGUAGES:
+        zipfs: dict[float, float] = {}  # a list has a few hundred distinct frequencies
+        for word, freq in get_frequency_dict(language, wordlist="small").items():
+            if (zipf := zipfs.get(freq)) is None:
+                zipf = zipfs[freq] = _zipf(freq)
+            if zipf > table.get(word, 0.0):
+                table[word] = zipf
+    return table
+
+
+def _max_zipf(word: str) -> float:
+    """The highest Zipf frequency of ``word`` among the household languages' small lists (0: in none)."""
+    if _TABLE_WORD.fullmatch(word):
+        return _zipf_table().get(word, 0.0)
+    from wordfreq import zipf_frequency
+
+    return max(zipf_frequency(word, language, wordlist="small") for language in FREQUENCY_LANGUAGES)
+
+
 @lru_cache(maxsize=65536)
 def is_rare_word(word: str) -> bool:
     """True when ``word`` is in none of wordfreq's small lists of the household languages."""
-    from wordfreq import zipf_frequency  # loads its lists on first use (~0.1 s)
-
-    return all(zipf_frequency(word, language, wordlist="small") < RARE_ZIPF for language in FREQUENCY_LANGUAGES)
+    return _max_zipf(word) < RARE_ZIPF
 
 
 @lru_cache(maxsize=65536)
 def is_function_word(word: str) -> bool:
     """True for a word among the commonest of any household language ("sotto", "unter", "about")."""
-    from wordfreq import zipf_frequency
-
-    return any(zipf_frequency(word, language, wordlist="small") >= FUNCTION_ZIPF for language in FREQUENCY_LANGUAGES)
+    return _max_zipf(word) >= FUNCTION_ZIPF
 
 
 def content_words(text: str) -> frozenset[str]:
@@ -194,11 +237,13 @@ def digest_key() -> bytes:
     """The HMAC key: ``FORGET_DIGEST_KEY``, else the key generated once into the data folder."""
     if configured := getattr(settings, "FORGET_DIGEST_KEY", ""):
         return configured.encode()
-    return _file_key(Path(settings.DATA_DIR) / KEY_FILE)
+    # By the folder's name: a Path built on every call cost more than the HMACs of a short text.
+    return _file_key(str(settings.DATA_DIR))
 
 
 @lru_cache(maxsize=4)
-def _file_key(path: Path) -> bytes:
+def _file_key(data_dir: str) -> bytes:
+    path = Path(data_dir) / KEY_FILE
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         # Exclusive create: two processes starting at once keep the first one's key.
@@ -211,23 +256,25 @@ def _file_key(path: Path) -> bytes:
     return path.read_text().strip().encode()
 
 
-def _digests(tokens) -> list[str]:
-    key = digest_key()
+def _digests(tokens, key: bytes) -> list[str]:
     return sorted(hmac.new(key, token.encode(), hashlib.sha256).hexdigest() for token in tokens)
 
 
 def token_digests(text: str) -> list[str]:
     """HMAC-SHA256 (hex) of each distinctive token of ``text``, sorted: what a tombstone keeps."""
-    return _digests(distinctive_tokens(text).all)
+    return _digests(distinctive_tokens(text).all, digest_key())
 
 
 def word_marks(text: str) -> list[int]:
     """The first MARK_BITS bits of the HMAC-SHA256 of each content word of ``text``, sorted: a tombstone keeps them."""
-    key = digest_key()
+    return _marks(content_words(text), digest_key())
+
+
+def _marks(words, key: bytes) -> list[int]:
     return sorted(
         {
             int.from_bytes(hmac.new(key, word.encode(), hashlib.sha256).digest()[:2]) >> (16 - MARK_BITS)
-            for word in content_words(text)
+            for word in words
         }
     )
 
@@ -249,7 +296,10 @@ class TextDigests:
 
 def text_digests(text: str) -> TextDigests:
     """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), and its word marks."""
-    tokens = distinctive_tokens(text)
+    tokens, key = distinctive_tokens(text), digest_key()
     return TextDigests(
-        values=_digests(tokens.values), weak=_digests(tokens.weak), fragment=tokens.fragment, marks=word_marks(text)
+        values=_digests(tokens.values, key),
+        weak=_digests(tokens.weak, key),
+        fragment=tokens.fragment,
+        marks=_marks(content_words(text), key),
     )

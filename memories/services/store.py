@@ -13,7 +13,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from justai_memory.errors import ApplicationError
-from memories.embedders import Embedder, vector_literal
+from memories.embedders import Embedder, vector_literal, vector_literals_kept
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS
 from memories.locks import LockId, advisory_xact_locks_wait
@@ -182,6 +182,9 @@ def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
     )
 
 
+_VALIDATED = ("content", "kind", "provenance", "source", "scope")
+
+
 def _new_memory(draft: MemoryDraft) -> Memory:
     """The row a draft becomes when it is new, checked against the model's field rules (no vector yet)."""
     memory = Memory(
@@ -204,9 +207,10 @@ def _new_memory(draft: MemoryDraft) -> Memory:
     try:
         # The table's constraints are checked by _validate and again by PostgreSQL on INSERT, and the
         # related rows come in as loaded instances: checking them here too would cost one query (and
-        # two savepoints) each, ~45 round trips per store.
+        # two savepoints) each, ~45 round trips per store. The fields _validate checked as strictly
+        # (content not empty, the choices) are not checked twice.
         memory.full_clean(
-            exclude=["embedding", "search_vector", "owner", "room", "about", "superseded_by"],
+            exclude=[*("embedding", "search_vector", "owner", "room", "about", "superseded_by"), *_VALIDATED],
             validate_constraints=False,
         )
     except ValidationError as exc:
@@ -250,8 +254,9 @@ def _vector_sql(vector) -> RawSQL:
     return RawSQL("%s::vector", [vector_literal(vector)], output_field=Memory._meta.get_field("embedding"))
 
 
-def _similarity(a, b) -> float:
-    return float(np.dot(a, b) / ((np.linalg.norm(a) * np.linalg.norm(b)) or 1.0))
+def _similarity(a, b, *, norm_a, norm_b) -> float:
+    """Cosine similarity, given ``np.linalg.norm`` of each (each vector's norm is taken once per batch)."""
+    return float(np.dot(a, b) / ((norm_a * norm_b) or 1.0))
 
 
 def memory_store(
@@ -278,6 +283,7 @@ def memory_store(
 
 
 @transaction.atomic
+@vector_literals_kept()  # a draft's vector goes into the block, search and insert statements
 def memory_store_batch(
     *,
     drafts: list[MemoryDraft],
@@ -352,7 +358,7 @@ def memory_store_batch(
     # with these in memory (the database has not seen the changes yet). A stored row whose vector a
     # merge replaced is compared with its new vector; the database's nearest 5 were taken before, which
     # differs from one-by-one stores only when more than 5 stored rows pass the duplicate threshold.
-    touched: dict[int, tuple[Memory, np.ndarray]] = {}
+    touched: dict[int, tuple[Memory, np.ndarray, np.floating]] = {}  # id -> (row, its vector, the vector's norm)
     changed: dict[int, set[str]] = {}
     results: list[StoreResult] = []
     for index, (draft, embedding) in enumerate(zip(drafts, embeddings, strict=True)):
@@ -367,8 +373,9 @@ def memory_store_batch(
             for pk, similarity in near[index]
             if pk in stored and id(stored[pk]) not in touched
         ]
-        for row, vector in touched.values():
-            similarity = _similarity(vector, embedding)
+        norm = np.linalg.norm(embedding)
+        for row, vector, vector_norm in touched.values():
+            similarity = _similarity(vector, embedding, norm_a=vector_norm, norm_b=norm)
             if _in_duplicate_scope(row, draft) and similarity >= threshold:
                 candidates.append((1 - similarity, row.pk or math.inf, row))
         candidates.sort(key=lambda candidate: candidate[:2])  # stable: new rows in the order they were made
@@ -379,7 +386,7 @@ def memory_store_batch(
         if target is None:
             target = new_rows[index]
             target.embedding = embedding
-            touched[id(target)] = (target, embedding)
+            touched[id(target)] = (target, embedding, norm)
             events.append((target, AuditAction.CREATED))
             results.append(StoreResult(outcome=StoreOutcome.CREATED, memory=target, lifted_tombstones=lifted[index]))
             continue
@@ -388,11 +395,12 @@ def memory_store_batch(
             changed.setdefault(target.pk, set()).update(fields)
         previous = touched.get(id(target))
         vector = embedding if "embedding" in fields else (previous[1] if previous else target.embedding)
-        touched[id(target)] = (target, np.asarray(vector, dtype=np.float32))
+        vector = np.asarray(vector, dtype=np.float32)
+        touched[id(target)] = (target, vector, np.linalg.norm(vector))
         events.append((target, AuditAction.MERGED))
         results.append(StoreResult(outcome=StoreOutcome.MERGED, memory=target, lifted_tombstones=lifted[index]))
 
-    inserts = [row for row, _ in touched.values() if row.pk is None]
+    inserts = [row for row, _, _ in touched.values() if row.pk is None]
     if inserts:
         vectors = [row.embedding for row in inserts]
         for row, vector in zip(inserts, vectors, strict=True):

@@ -2,11 +2,14 @@
 
 import hashlib
 import hmac
+import json
+from pathlib import Path
 
 import pytest
 from django.db import connection
 
 from justai_memory.errors import ApplicationError
+from memories import digests
 from memories.digests import content_words, digest_key, distinctive_tokens, token_digests, word_marks
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Source, Tombstone
@@ -238,3 +241,90 @@ def test_a_text_that_shares_only_some_of_its_words_is_kept(usem3, other):
     forget(PASSPORT, language="it")
     draft = MemoryDraft(content=other, provenance=Provenance.EXTRACTED, source=Source.SESSION, language="it")
     assert memory_store(draft=draft, actor="job:extract").outcome == StoreOutcome.CREATED
+
+
+# Words of the household languages (ß folded to "ss" as the texts are before lookup), with accents,
+# umlauts and cedillas, compounds, names, brands and a few that only wordfreq itself can answer
+# (Greek, Cyrillic, a combining mark with no precomposed letter, a Turkish dotless i).
+CHOSEN_WORDS = """
+strasse strasseneck weiss fuss gruss massnahme schliessen heisst grosse draussen spass
+kühlschrank kellertür gefrierfach mülltonne schlüssel schlüsselbund tür türcode größe öffnen
+übermorgen müde bäckerei fähre zahnärztin führerschein führerscheinprüfung hausärztin
+waschmaschine spülmaschine geschirrspüler staubsauger mikrowelle backofen herd kaffeemaschine
+wohnzimmer schlafzimmer badezimmer kinderzimmer dachboden keller garage garten gartentor
+briefkasten hausschlüssel reisepass personalausweis krankenkasse versicherung steuererklärung
+geburtstag hochzeit jahrestag termin zahnarzt augenarzt kinderarzt apotheke rezept tabletten
+metformin ramipril ibuprofen paracetamol insulin blutdruck bluthochdruck allergie laktose
+nüsse erdnüsse gluten vegetarisch vegan fleisch fisch gemüse obst äpfel birnen kartoffeln
+unter über neben zwischen jeden immer wieder nicht schon noch auch aber oder wenn dass
+kitchen fridge freezer cupboard drawer basement attic garden shed driveway mailbox doorbell
+password passcode router wifi network printer laptop charger battery remote thermostat
+dentist doctor pharmacy prescription appointment birthday anniversary wedding holiday
+allergic peanuts shellfish lactose gluten vegetarian medication inhaler glasses contacts
+under above about between every always never their there would could should which
+quokka kestrel zebra giraffe platypus axolotl pangolin wombat capybara narwhal
+cucina frigorifero congelatore cassetto armadio cantina soffitta giardino cancello garage
+passaporto chiave chiavi portafoglio occhiali farmacia dentista medico appuntamento compleanno
+perché però città università caffè lunedì martedì mercoledì giovedì venerdì più già così
+sotto sopra dentro fuori sempre ancora della nella sulla dello degli delle questo quello
+cocina nevera congelador cajón armario sótano desván jardín puerta garaje llaves cartera
+contraseña farmacia médico cita cumpleaños mañana pasado miércoles sábado según también
+pedido llega niño niña año años corazón canción acción información habitación teléfono
+cuisine réfrigérateur congélateur tiroir placard grenier jardin portail garçon façade
+mot passe médecin pharmacie rendez anniversaire lundi mercredi jeudi vendredi samedi
+être très après déjà où là naïve noël cœur sœur œuvre français leçon reçu
+marco helga lukas oma opa tante onkel nonna nonno abuela abuelo mamie papi
+zürich münchen köln düsseldorf genève besançon málaga córdoba milano torino napoli
+ikea lidl aldi edeka netflix spotify amazon zalando
+αλφάβητο καλημέρα москва привет здравствуйте türkçe
+"""
+
+
+def _old_max_zipf_answers(word: str) -> tuple[bool, bool]:
+    """is_rare_word / is_function_word as they were: wordfreq's zipf_frequency per language."""
+    from wordfreq import zipf_frequency
+
+    zipfs = [zipf_frequency(word, language, wordlist="small") for language in digests.FREQUENCY_LANGUAGES]
+    return all(z < digests.RARE_ZIPF for z in zipfs), any(z >= digests.FUNCTION_ZIPF for z in zipfs)
+
+
+def _vocabulary() -> set[str]:
+    """What the two functions are given for the labelled set and the chosen words: words and joined compounds."""
+    data = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "forget_blocks.json").read_text())
+    texts = [CHOSEN_WORDS]
+    for household in data["households"]:
+        texts.extend(entry["text"] for group in household.values() if isinstance(group, list) for entry in group)
+    words = set()
+    for text in texts:
+        normalised = digests._normalise(text)
+        words.update(digests._LETTERS.findall(normalised))
+        for chunk in digests._CHUNK.findall(normalised):
+            words.add("".join(digests._PARTS.findall(chunk)))
+        words.update(digests._normalise(word) for word in text.split())
+    words |= {"\u0131slak", "kap\u0131", "q\u0303uark"}  # Turkish dotless i; a mark with no precomposed letter
+    return {word for word in words if len(word) >= digests.MIN_WORD_CHARS and word.isalpha()}
+
+
+def test_the_frequency_table_answers_as_wordfreq_does_for_a_real_vocabulary():
+    words = _vocabulary()
+    assert len(words) > 500
+    assert any(not digests._TABLE_WORD.fullmatch(word) for word in words)  # the fallback is exercised too
+    table = digests._zipf_table()
+    # And a sample of the lists' own words: each table entry, and the same word in upper case removed.
+    words |= {word for index, word in enumerate(sorted(table)) if index % 97 == 0 and word.isalpha()}
+    different = {
+        word
+        for word in words
+        if (digests.is_rare_word.__wrapped__(word), digests.is_function_word.__wrapped__(word))
+        != _old_max_zipf_answers(word)
+    }
+    assert different == set()
+
+
+def test_the_table_takes_only_words_that_wordfreq_keeps_as_one_token_unchanged():
+    from wordfreq.tokens import lossy_tokenize
+
+    for char in digests._TABLE_CHARS:
+        for word in (f"{char}abc", f"ab{char}cd", f"abc{char}", char * 4):
+            for language in digests.FREQUENCY_LANGUAGES:
+                assert lossy_tokenize(word, language) == [word], (word, language)
