@@ -45,7 +45,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._django import DATA, percentile, setup
+from bench._django import DATA, explain_rows, percentile, setup
 
 XQUAD = DATA / "xquad-r"
 ITEMS_NEW, ITEMS_DUPLICATE, ITEMS_FORGOTTEN = 17, 2, 1
@@ -254,7 +254,6 @@ def growth() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from memories.models import Memory
-    from memories.selectors.nearest import FORCE_INDEX_SQL
     from memories.services.embeddings import active_embedder
     from memories.services.store import MemoryDraft, memory_store_batch
     from people.models import Person
@@ -321,12 +320,7 @@ def growth() -> None:
                 elif query["sql"].startswith('INSERT INTO "memories_memory"'):
                     insert_ms.append(float(query["time"]) * 1000 / PROBE_ITEMS)
         with transaction.atomic(), connection.cursor() as cursor:
-            statement = search_sql
-            if statement.startswith(FORCE_INDEX_SQL):  # planner settings, then the search, then the reset
-                statement = statement.split("; ", 2)[2].rsplit("; ", 2)[0]
-                cursor.execute(FORCE_INDEX_SQL)
-            cursor.execute("EXPLAIN (COSTS OFF) " + statement)
-            index_used = "memory_embedding_hnsw" in " ".join(row[0] for row in cursor.fetchall())
+            index_used = "memory_embedding_hnsw" in " ".join(explain_rows(cursor, search_sql, options="COSTS OFF"))
             transaction.set_rollback(True)
         with connection.cursor() as cursor:
             cursor.execute(
@@ -535,7 +529,7 @@ def main() -> None:
 
     from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
-    from memories.selectors.nearest import FORCE_INDEX_SQL, RESET_PLANNER_SQL, nearest_memories_many
+    from memories.selectors.nearest import nearest_memories_many
     from memories.services.embeddings import active_embedder
     from memories.services.store import StoreOutcome, memory_store
     from people.models import Person, Room
@@ -730,12 +724,9 @@ def main() -> None:
     plans = {}
     with transaction.atomic(), connection.cursor() as cursor:
         for name, sql in (("nearest memories of all items", search), ("forget blocks of all items", blocks)):
-            if sql.startswith(FORCE_INDEX_SQL):  # planner settings, then the search, then the reset
-                sql = sql.split("; ", 2)[2].rsplit("; ", 2)[0]
-                cursor.execute(FORCE_INDEX_SQL)
-            cursor.execute("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)
-            plans[name] = [re.sub(r"'[{\[][^']*'", "'...'", row[0]) for row in cursor.fetchall()]
-            cursor.execute(RESET_PLANNER_SQL)  # the forget-block statement runs with the planner's defaults
+            # The forget-block statement runs with the planner's defaults: explain_rows resets them.
+            rows = explain_rows(cursor, sql, options="ANALYZE, BUFFERS, COSTS OFF")
+            plans[name] = [re.sub(r"'[{\[][^']*'", "'...'", row) for row in rows]
         transaction.set_rollback(True)
     scopes = {item.scope for item in extraction.items}
 
