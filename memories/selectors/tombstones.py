@@ -19,12 +19,12 @@ from memories.models import Tombstone
 # (at most VALUE_NEW_WORDS of its content words are not among the tombstone's word marks: "Das
 # Passwort ist 98765"), else from ``digest_weak`` on (the number in a fact of its own: "El pedido 2580
 # de la farmacia llega mañana"; tombstones made before the word marks keep the low threshold); one
-# that shares only a weak digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of the forgotten memory's
-# own words (q.m: its word marks, q.n: how many the tombstone must hold); any other text from
-# ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those thresholds (the
-# join condition), so the rules and their array work run only for the few pairs that close (p: a
-# fence again, so the planner cannot merge them into the join's condition); the marks are counted
-# last, and only for a pair already ``digest_weak`` close.
+# that shares only a weak digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of
+# the forgotten memory's own words (q.m: its word marks, q.n: how many the tombstone must hold); any
+# other text from ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those
+# thresholds (the join condition), so the rules and their array work run only for the few pairs that
+# close (p: a fence again, so the planner cannot merge them into the join's condition); the marks are
+# counted only for a pair that shares a value digest or is already ``digest_weak`` close.
 HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
