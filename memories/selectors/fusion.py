@@ -38,6 +38,23 @@ class Fused:
     found_by: dict[str, Found] = field(default_factory=dict)
 
 
+def _contributions(ranking: Ranking):
+    """(rank, id, score, weight x score relative to the best) of each hit of a voting ranking."""
+    top = max((s for _, s in ranking.hits), default=0.0) if ranking.relative else 1.0
+    for rank, (pk, value) in enumerate(ranking.hits, start=1):
+        yield rank, pk, value, ranking.weight * (value / top if top > 0 else 0.0)
+
+
+def fused_scores(rankings: Mapping[str, Ranking]) -> dict[int, float]:
+    """Every memory's fused score (the sum of its weighted scores over the voting rankings), uncut."""
+    score: dict[int, float] = {}
+    for ranking in rankings.values():
+        if not ranking.supplement:
+            for _, pk, _, contribution in _contributions(ranking):
+                score[pk] = score.get(pk, 0.0) + contribution
+    return score
+
+
 def fuse(rankings: Mapping[str, Ranking], *, limit: int) -> list[Fused]:
     """The memories of all rankings, best fused score first, cut to ``limit``.
 
@@ -45,17 +62,14 @@ def fuse(rankings: Mapping[str, Ranking], *, limit: int) -> list[Fused]:
     better rank in it, then to the lower id. Supplementing rankings add their hits, in their order,
     to places the others left free (and their rank and score to ``found_by``).
     """
-    score: dict[int, float] = {}
+    score = fused_scores(rankings)
     best: dict[int, tuple[float, int]] = {}  # id -> (largest single contribution, its rank)
     found_by: dict[int, dict[str, Found]] = {}
     for name, ranking in rankings.items():
-        top = max((s for _, s in ranking.hits), default=0.0) if ranking.relative else 1.0
-        for rank, (pk, value) in enumerate(ranking.hits, start=1):
+        for rank, pk, value, contribution in _contributions(ranking):
             found_by.setdefault(pk, {}).setdefault(name, Found(rank=rank, score=value))
             if ranking.supplement:
                 continue
-            contribution = ranking.weight * (value / top if top > 0 else 0.0)
-            score[pk] = score.get(pk, 0.0) + contribution
             if pk not in best or (-contribution, rank) < (-best[pk][0], best[pk][1]):
                 best[pk] = (contribution, rank)
     order = sorted(score, key=lambda pk: (-score[pk], -best[pk][0], best[pk][1], pk))
