@@ -197,7 +197,8 @@ class Memory(models.Model):
             # change once set: an index on importance or dates would make their updates non-HOT.
             models.Index(fields=["about", "id"], name="memory_about_idx"),
             models.Index(fields=["subject", "predicate"], name="memory_contradiction_idx"),
-            models.Index(fields=["source_ref"], name="memory_source_ref_idx"),
+            # Also recall's context neighbours: a source's memories in the order they were stored.
+            models.Index(fields=["source_ref", "id"], name="memory_source_ref_id_idx"),
         ]
         constraints = [
             choices_constraint("kind", Kind, "memory_kind_valid"),

@@ -7,10 +7,18 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from memories.selectors import keywords
+from memories.models import Scope, Source
+from memories.selectors import keywords, recall
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
-from memories.selectors.recall import keyword_hits, memory_recall, ranked_memories, recall_candidates
+from memories.selectors.recall import (
+    CONTEXT_WEIGHT,
+    context_lifts,
+    keyword_hits,
+    memory_recall,
+    ranked_memories,
+    recall_candidates,
+)
 from memories.tests.factories import MemoryFactory
 from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
@@ -229,3 +237,91 @@ def test_before_the_first_analyze_the_statistics_are_asked_for_again_within_a_mi
         cursor.execute("ANALYZE memories_memory")  # autovacuum's first ANALYZE
     now[0] += 60
     assert keywords.keyword_statistics().rows  # counted without waiting for STATISTICS_TTL
+
+
+def conversation_memories(texts_and_vectors, *, source_ref="conversation:1", **fields):
+    """Memories stored one after another from one conversation, as extraction stores its items."""
+    return [
+        MemoryFactory(content=text, embedding=vector, source=Source.SESSION, source_ref=source_ref, **fields)
+        for text, vector in texts_and_vectors
+    ]
+
+
+def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypatch):
+    room = RoomFactory()
+    # Closer to the question by meaning than the reply, but from no conversation.
+    for n in range(4):
+        MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.005, 10 + n))
+    hit, reply, _, beyond = conversation_memories(
+        [
+            ("Anna just got new running shoes", near(0.35, 1)),
+            ("For the park on Sundays", near(0.25, 2)),  # no word of the question
+            ("Ben made tea", near(0.01, 3)),
+            ("The tea was too hot", near(0.26, 4)),  # three places after the hit
+        ]
+    )
+    MemoryFactory(content="A note stored right after", embedding=near(0.24, 5), source=Source.TOOL)  # no conversation
+    analyze()
+    candidates = recall_candidates(speaker=None, room=room)
+
+    def ranked():
+        return ranked_memories(
+            candidates=candidates,
+            query="new running shoes",
+            embedding=one_hot(0),
+            languages=["en"],
+            limit=3,
+            recall_min=0.2,
+        )
+
+    result = ranked()
+    assert [r.id for r in result][:2] == [hit.pk, reply.pk]
+    assert result[1].found_by["context"].rank == 1 and result[1].found_by["context"].score > 0
+    assert beyond.pk not in [r.id for r in result]
+    monkeypatch.setattr(recall, "CONTEXT_WEIGHT", 0.0)
+    assert reply.pk not in [r.id for r in ranked()]
+
+
+def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
+    lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}))
+    assert 0.18 + lifts[2] < 0.2  # 0.4 x 0.2 would carry it past its candidate
+    assert lifts[3] == pytest.approx(CONTEXT_WEIGHT * 0.2)
+    assert dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]})) == {}  # already above: nothing to add
+
+
+def test_context_never_brings_what_the_speaker_may_not_see():
+    room = RoomFactory()
+    anna, ben = PersonFactory(), PersonFactory()
+    _, *secrets, after = conversation_memories(
+        [
+            ("Anna just got new running shoes", near(0.35, 1)),
+            ("Their price", near(0.1, 2)),  # below recall_min: no candidate on its own
+            ("Her size", near(0.1, 3)),
+            ("Sundays", near(0.25, 4)),  # three places after the hit, the first Ben may see
+        ],
+        room=room,
+        scope=Scope.ROOM,
+    )
+    for secret in secrets:
+        secret.scope, secret.owner, secret.room = Scope.PRIVATE, anna, None
+        secret.save()
+    analyze()
+
+    def found_by(speaker):
+        result = ranked_memories(
+            candidates=recall_candidates(speaker=speaker, room=room),
+            query="new running shoes",
+            embedding=one_hot(0),
+            languages=["en"],
+            limit=5,
+            recall_min=0.2,
+        )
+        return {r.id: r.found_by for r in result}
+
+    for speaker in (ben, None):
+        found = found_by(speaker)
+        assert not {secret.pk for secret in secrets} & set(found)
+        assert "context" in found[after.pk]  # positions count among what the speaker may see
+    as_anna = found_by(anna)
+    assert all("context" in as_anna[secret.pk] for secret in secrets)
+    assert "context" not in as_anna.get(after.pk, {})

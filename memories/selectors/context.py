@@ -1,0 +1,65 @@
+"""Recall's context path: the memories stored next to a candidate from the same conversation or event."""
+
+from typing import NamedTuple
+
+from django.db import connection
+
+from memories.embedders import vector_literal
+from memories.models import Source
+from memories.selectors.nearest import table_where
+
+# One conversation's memories are stored together (extraction stores its items in one batch), and
+# what was said just before or after a memory that matches the question often holds the answer
+# ("Just got some new shoes!", then "For walking or running?"). So each memory within CONTEXT_WINDOW
+# places of a candidate, counted among the visible memories of the same source (the same source and
+# source_ref, for the sources that are one conversation or one event), is a context neighbour of it.
+# Other sources are not one conversation: "mcp" or an admin's id name a channel, not a context.
+CONTEXT_SOURCES = (Source.SESSION, Source.EVENT)
+CONTEXT_WINDOW = 2
+
+# Per candidate, the CONTEXT_WINDOW visible memories of its source stored before it and after it, in
+# the order of the index on (source_ref, id), each with its similarity to the question. The
+# visibility filter applies to the neighbours themselves (the inner "memories_memory"), so positions
+# are counted among what the speaker may see and an invisible memory is never a neighbour.
+CONTEXT_SQL = """
+SELECT p.id, n.id, 1 - (n.embedding <=> %s::vector)
+FROM memories_memory AS p CROSS JOIN LATERAL (
+    (SELECT id, embedding FROM memories_memory
+     WHERE source_ref = p.source_ref AND source = p.source AND id < p.id AND ({where}) IS TRUE
+     ORDER BY id DESC LIMIT %s)
+    UNION ALL
+    (SELECT id, embedding FROM memories_memory
+     WHERE source_ref = p.source_ref AND source = p.source AND id > p.id AND ({where}) IS TRUE
+     ORDER BY id LIMIT %s)
+) AS n
+WHERE p.id = ANY(%s) AND p.source = ANY(%s) AND p.source_ref <> ''
+"""
+
+
+class Context(NamedTuple):
+    neighbours: dict[int, list[int]]  # candidate id -> its context neighbours
+    similarity: dict[int, float]  # neighbour id -> its similarity to the question
+
+
+def context_neighbours(*, candidates, ids: list[int], embedding) -> Context:
+    """The context neighbours of the memories ``ids`` among ``candidates``, with their similarity to the question."""
+    where = table_where(candidates)
+    if where is None or not ids:
+        return Context(neighbours={}, similarity={})
+    params = [
+        vector_literal(embedding),
+        *where[1],
+        CONTEXT_WINDOW,
+        *where[1],
+        CONTEXT_WINDOW,
+        ids,
+        [str(source) for source in CONTEXT_SOURCES],
+    ]
+    neighbours: dict[int, list[int]] = {}
+    similarity: dict[int, float] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(CONTEXT_SQL.format(where=where[0]), params)
+        for pk, neighbour, value in cursor.fetchall():
+            neighbours.setdefault(pk, []).append(neighbour)
+            similarity[neighbour] = float(value)
+    return Context(neighbours=neighbours, similarity=similarity)
