@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from memories.embedders import get_embedder
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory, MemoryAccess, Scope, Status
+from memories.selectors.context import context_neighbours
 from memories.selectors.recall import (
     about_speaker_hits,
     keyword_hits,
@@ -59,7 +60,8 @@ def build(household: dict):
             content=TEXT,
             embedding=embedding,
             provenance="confirmed",
-            source="tool",
+            source="session",
+            source_ref="conversation:1",  # all from one conversation: each other's context in recall
             scope=spec["scope"],
             owner=people[spec["owner"]] if spec["scope"] == Scope.PRIVATE else None,
             room=rooms[spec["room"]] if spec["scope"] == Scope.ROOM else None,
@@ -96,6 +98,9 @@ def test_no_read_path_returns_an_invisible_memory(household):
                 for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=[])
             }
             assert about <= recallable
+        context = context_neighbours(candidates=candidates, ids=sorted(recallable), embedding=embedding)
+        assert set(context.similarity) <= recallable
+        assert {pk for near in context.neighbours.values() for pk in near} <= recallable
         recalled = {
             m.id
             for m in memory_recall(
