@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,3 +60,31 @@ def explain_rows(cursor, sql: str, params=None, *, options: str = "ANALYZE, BUFF
     finally:
         if forced:
             cursor.execute(RESET_PLANNER_SQL)
+
+
+@contextmanager
+def recall_without(weight: str):
+    """Recall as it ranks with one of its weights (``DATE_WEIGHT``, ``CONTEXT_WEIGHT``) at 0, for a comparison row."""
+    from memories.selectors import recall
+
+    saved = getattr(recall, weight)
+    setattr(recall, weight, 0.0)
+    try:
+        yield
+    finally:
+        setattr(recall, weight, saved)
+
+
+def recalled_ids(*, question: str, conversation, limit: int) -> list[int]:
+    """The memory ids ``memory_recall`` answers for the question in the conversation's room, as the API runs it."""
+    from memories.selectors.recall import memory_recall
+
+    recalled = memory_recall(
+        query=question,
+        speaker=None,
+        room=conversation.room,
+        model_location=conversation.model_location,
+        language=conversation.language,
+        limit=limit,
+    )
+    return [m.id for m in recalled.memories]

@@ -10,7 +10,8 @@ blocks, duplicate merge: a turn merged into an earlier identical one is found as
 ``valid_at`` the session's date. Each question of categories 1 (multi-hop), 2 (temporal) and 4
 (single-hop) with evidence is asked through ``memory_recall`` (limit 10, an English conversation
 in that room, exactly as the API runs it; once more with the date path switched off, row "no
-dates") and through the single paths it fuses (``vector_hits``
+dates", and once without the context path, row "no context": a session is one conversation, so its
+turns share a ``source_ref``) and through the single paths it fuses (``vector_hits``
 with the embedder's ``recall_min``, ``keyword_hits``). A question is a hit at k when one of its
 evidence turns is among the first k memories. Printed per category and overall: hit@1, hit@5,
 hit@10 and MRR@10; the baseline is Okapi BM25 (k1 1.2, b 0.75) over the same turns of the
@@ -26,18 +27,17 @@ import re
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import setup
+from bench._django import recall_without, recalled_ids, setup
 
 DATA = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 4: "single-hop"}
-PATHS = ("fused", "no dates", "vector", "keyword", "bm25 (py)")
+PATHS = ("fused", "no dates", "no context", "vector", "keyword", "bm25 (py)")
 TARGETS = {"hit@1": 0.45, "hit@5": 0.70, "hit@10": 0.78}
 WORD = re.compile(r"\w+")
 
@@ -124,7 +124,9 @@ def store_conversations(samples, *, embedder):
                 scope=Scope.ROOM,
                 room=room,
                 valid_at=when,
-                source_ref=f"locomo:{sample['sample_id']}:{dia_id}",
+                # One session is one conversation, as extraction's "conversation:<id>" (a dia_id is
+                # "D<session>:<turn>"): its turns are each other's context in recall.
+                source_ref=f"locomo:{sample['sample_id']}:{dia_id.split(':')[0]}",
             )
             for dia_id, text, when in turns
         ]
@@ -146,20 +148,10 @@ def main() -> None:
     from django.db import connection
 
     from memories.models import Memory
-    from memories.selectors import recall as recall_selectors
     from memories.selectors.dates import question_dates
-    from memories.selectors.recall import keyword_hits, memory_recall, recall_candidates, vector_hits
+    from memories.selectors.recall import keyword_hits, recall_candidates, vector_hits
     from memories.services.embeddings import active_embedder
     from transcripts.models import Conversation
-
-    @contextmanager
-    def dates_off():
-        """Recall as it ranks without the date path (its weight 0), for the comparison row."""
-        weight, recall_selectors.DATE_WEIGHT = recall_selectors.DATE_WEIGHT, 0.0
-        try:
-            yield
-        finally:
-            recall_selectors.DATE_WEIGHT = weight
 
     embedder = active_embedder()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
@@ -185,31 +177,14 @@ def main() -> None:
         for qa in questions_of(sample):
             gold = {memory_of[e] for e in qa["evidence"] if e in memory_of}
             question = qa["question"]
+
             t = time.perf_counter()
-            fused = [
-                m.id
-                for m in memory_recall(
-                    query=question,
-                    speaker=None,
-                    room=room,
-                    model_location=conversation.model_location,
-                    language=conversation.language,
-                    limit=args.limit,
-                ).memories
-            ]
+            fused = recalled_ids(question=question, conversation=conversation, limit=args.limit)
             seconds.append(time.perf_counter() - t)
-            with dates_off():
-                undated = [
-                    m.id
-                    for m in memory_recall(
-                        query=question,
-                        speaker=None,
-                        room=room,
-                        model_location=conversation.model_location,
-                        language=conversation.language,
-                        limit=args.limit,
-                    ).memories
-                ]
+            with recall_without("DATE_WEIGHT"):
+                undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+            with recall_without("CONTEXT_WEIGHT"):
+                uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
             dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
             vector = [
                 pk
@@ -224,7 +199,7 @@ def main() -> None:
                 pk for pk, *_ in keyword_hits(candidates=candidates, query=question, languages=["en"], limit=args.limit)
             ]
             plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
-            for path, ranked in zip(PATHS, (fused, undated, vector, keyword, plain), strict=True):
+            for path, ranked in zip(PATHS, (fused, undated, uncontexted, vector, keyword, plain), strict=True):
                 per.setdefault((path, qa["category"]), []).append(score(ranked[: args.limit], gold))
 
     def mean(rows: list[dict], key: str) -> float:
