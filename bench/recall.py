@@ -11,13 +11,16 @@ once as it is; every further memory is a variation of them: two sentences of one
 attribution prefix ("Laut Anna: ...") and a perturbed vector (similarity about 0.93 to the original).
 Memories are spread over 12 people and 8 rooms: private 45% (owner uniform), room 30%, shared 22%,
 system 3%; 5% superseded, 10% about a person; provenance confirmed/extracted/observed/inferred
-30/50/10/10. They are inserted with COPY, the HNSW and GIN indexes built afterwards, then VACUUM ANALYZE;
+30/50/10/10; the extracted ones of every 12 consecutive rows come from one conversation (one
+source_ref: recall's context path reads them). They are inserted with COPY, the HNSW and GIN indexes built afterwards, then VACUUM ANALYZE;
 300 tombstones (perturbed sentence vectors) exist while remember is measured. A newcomer has 7
 private memories and an attic 6 room memories, for the k-rows check.
 
 What is measured, per size, on real texts embedded in the run (XQuAD-R questions, de/en/es):
 * recall end-to-end: ``memory_recall`` (query embedding + SQL + fusion + prompt + working memory of
   30 turns + the access bump) for a random known or unknown speaker, room and conversation language;
+* the same recall without the context path (its weight 0), as the baseline of the same run: each
+  question is asked both ways, in alternating order;
 * SQL alone: the time the same calls spent in the database (every statement, timed by a Django
   execute wrapper); the query embedding alone is shown beside it, and ``SELECT 1`` as the floor;
 * remember end-to-end: ``memory_remember`` of a question text (embedding, forget-block check with
@@ -49,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import percentile, setup
+from bench._django import percentile, recall_without, setup
 
 DATA = SHARED_DATA / "xquad-r"
 LANGUAGES = ("de", "en", "es")
@@ -60,6 +63,7 @@ PREFIXES = {
     "en": ["According to {}, ", "{} says: "],
     "es": ["Según {}, ", "{} dice: "],
 }
+CONVERSATION_ROWS = 12  # consecutive generated rows per conversation (its extracted ones share a source_ref)
 NAMES = ["Anna", "Ben", "Julian", "Lena", "Marco", "Sofia", "Tom", "Clara", "Luis", "Mia", "Paul", "Nora"]
 
 
@@ -151,7 +155,7 @@ class Corpus:
                 0.5,
                 1,
                 "session" if provenance == "extracted" else "tool",
-                "",
+                f"conversation:{n // CONVERSATION_ROWS}" if provenance == "extracted" else "",
                 scope,
                 owner,
                 room,
@@ -221,7 +225,7 @@ def sql_timer():
         yield spent
 
 
-RECALL_STATEMENTS = ("vector", "keyword", "about the speaker", "load + access", "working memory", "other")
+RECALL_STATEMENTS = ("vector", "keyword", "context", "about the speaker", "load + access", "working memory", "other")
 
 
 def statement_kind(sql: str) -> str:
@@ -230,6 +234,8 @@ def statement_kind(sql: str) -> str:
         return "vector"
     if "WITH words AS MATERIALIZED" in sql:
         return "keyword"
+    if "CROSS JOIN LATERAL" in sql and "source_ref = p.source_ref" in sql:
+        return "context"
     if "about_id = " in sql and "ORDER BY id DESC" in sql:
         return "about the speaker"
     if sql.startswith(("WITH bump AS (INSERT INTO memories_memoryaccess", "SELECT id, content, language")):
@@ -244,6 +250,8 @@ def summary(values: list[float]) -> str:
 
 
 def measure_recall(*, embedder, questions, people, rooms, conversations, n: int, rng) -> dict:
+    """Recall timings; each question is also asked without the context path (the baseline), the two in
+    alternating order so that neither always finds the caches the other warmed."""
     from memories.selectors.recall import memory_recall
     from transcripts.selectors import working_memory
 
@@ -257,34 +265,56 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
         finally:
             embed_ms.append((time.perf_counter() - t0) * 1000)
 
+    def timed(query, speaker, room, conversation):
+        with sql_timer() as spent:
+            t0 = time.perf_counter()
+            result = memory_recall(
+                query=query,
+                speaker=speaker,
+                room=room,
+                model_location=conversation.model_location,
+                language=conversation.language,
+            )
+            working_memory(conversation=conversation)  # the API attaches it to every recall
+            elapsed = (time.perf_counter() - t0) * 1000
+        return result, elapsed, spent
+
     embedder.embed_query = timed_embed
-    total, sql, returned, kinds = [], [], [], []
+    total, sql, returned, kinds, base_total, base_sql = [], [], [], [], [], []
     try:
         for k in range(n + 20):
             language = LANGUAGES[k % 3]
             query = questions[language][rng.randrange(len(questions[language]))]
             speaker = None if rng.random() < 0.2 else people[rng.randrange(PEOPLE)]
             room = rooms[rng.randrange(ROOMS)]
-            with sql_timer() as spent:
-                t0 = time.perf_counter()
-                conversation = conversations[(room.pk, language)]
-                result = memory_recall(
-                    query=query,
-                    speaker=speaker,
-                    room=room,
-                    model_location=conversation.model_location,
-                    language=conversation.language,
-                )
-                working_memory(conversation=conversation)  # the API attaches it to every recall
-                elapsed = (time.perf_counter() - t0) * 1000
+            conversation = conversations[(room.pk, language)]
+            for with_context in (True, False) if k % 2 else (False, True):
+                if with_context:
+                    result, elapsed, spent = timed(query, speaker, room, conversation)
+                    embedded = embed_ms.pop()
+                else:
+                    with recall_without("CONTEXT_WEIGHT"):
+                        _, base_elapsed, base_spent = timed(query, speaker, room, conversation)
+                    embed_ms.pop()
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)
                 sql.append(spent[0] * 1000)
                 kinds.append({kind: seconds * 1000 for kind, seconds in spent[1].items()})
                 returned.append(len(result.memories))
+                base_total.append(base_elapsed)
+                base_sql.append(base_spent[0] * 1000)
+                embed_ms.append(embedded)
     finally:
         embedder.embed_query = original
-    return {"total": total, "sql": sql, "kinds": kinds, "embed": embed_ms[20:], "returned": returned}
+    return {
+        "total": total,
+        "sql": sql,
+        "kinds": kinds,
+        "embed": embed_ms,
+        "returned": returned,
+        "baseline_total": base_total,
+        "baseline_sql": base_sql,
+    }
 
 
 def print_statement_breakdown(recall: dict) -> None:
@@ -371,15 +401,10 @@ def plans(*, speaker, room, conversation, question: str) -> None:
     where = {"model_location": conversation.model_location, "language": conversation.language}
     memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where)
     sql = statements_of(lambda: memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where))
-    names = {
-        "vector (both plans, gated)": "UNION ALL",
-        "keyword": "WITH words AS MATERIALIZED",
-        "about the speaker": "about_id",
-    }
-    for name, marker in names.items():
-        statement = next((s for s in sql if marker in s and s.lstrip().startswith(("SELECT", "(", "WITH"))), None)
+    for kind in ("vector", "keyword", "context", "about the speaker"):
+        statement = next((s for s in sql if statement_kind(s) == kind), None)
         if statement:
-            print(f"-- {name}")
+            print(f"-- {kind}" + (" (both plans, gated)" if kind == "vector" else ""))
             print(explain(statement))
 
 
@@ -526,6 +551,8 @@ def main() -> None:
         print(f"  SQL alone          {summary(recall['sql'])}")
         print_statement_breakdown(recall)
         print(f"  query embedding    {summary(recall['embed'])}")
+        print(f"recall without the context path (baseline, same questions): {summary(recall['baseline_total'])}")
+        print(f"  SQL alone          {summary(recall['baseline_sql'])}")
         print(
             f"remember end-to-end  {summary(remember['total'])}   ({args.remembers} remembers: "
             + ", ".join(f"{v} {k}" for k, v in sorted(remember["outcomes"].items()))
