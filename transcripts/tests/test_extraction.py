@@ -15,6 +15,7 @@ from django_q.models import Schedule
 
 from justai_memory.household import person_delete
 from memories.models import Memory, Provenance, Source
+from memories.selectors.recall import memory_recall
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
@@ -554,3 +555,21 @@ def test_a_conversation_ended_by_the_assistant_says_so(api):
     conversation_id = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de"}).json()["id"]
     api.post(f"/internal/v1/conversations/{conversation_id}/end")
     assert Conversation.objects.get(pk=conversation_id).ended_by == "assistant"
+
+
+def test_what_one_conversation_taught_is_each_others_context_in_recall(fake_llm):
+    room = RoomFactory()
+    first = talk("Anna hat sich Laufschuhe gekauft, sie läuft im Mai den Marathon in Wien.", room=room)
+    fake_llm.reply(extraction_answer(facts=["Anna hat neue Laufschuhe gekauft.", "Im Mai läuft sie in Wien."]))
+    assert extract(first).extraction_status == "done"
+    second = talk("Der Kühlschrank brummt seit gestern.", room=room)
+    fake_llm.reply(extraction_answer(facts=["Der Kühlschrank im Keller brummt laut."]))
+    assert extract(second).extraction_status == "done"
+
+    result = memory_recall(
+        query="Welche Laufschuhe hat Anna gekauft?", speaker=None, room=room, model_location="local", language="de"
+    )
+    found = {m.content: m.found_by for m in result.memories}
+    assert "keyword" in found["Anna hat neue Laufschuhe gekauft."]
+    assert "context" in found["Im Mai läuft sie in Wien."]  # shares no word with the question
+    assert "context" not in found.get("Der Kühlschrank im Keller brummt laut.", {})  # stored next, another conversation
