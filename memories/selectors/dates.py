@@ -102,16 +102,18 @@ def question_dates(*, query: str, languages, now: datetime | None = None) -> lis
     settings = {"PREFER_DATES_FROM": "past", "RELATIVE_BASE": now.replace(tzinfo=None)}
     found = search_dates(query, languages=list(codes), settings=settings) or []
     spans = []
-    for text, _ in found:
+    for text, moment in found:
         text_words = _words(text)
         named = bool(text_words & DATE_WORDS)
         year = bool(_YEAR.search(text))
         if not (named or year or needs_parser(text_words) or text_words & TIME_UNITS):
             continue  # a bare number or ordinal
+        # The period (day, week, month, year) from a second reading; the date from the search, which
+        # counts from ``now`` (the cached parser counts relative dates from the wall clock).
         data = _parser(codes).get_date_data(text)
         if data.date_obj is None:
             continue
-        spans.append(_span(data.date_obj, data.period or "day", text=text, every_year=named and not year))
+        spans.append(_span(moment, data.period or "day", text=text, every_year=named and not year))
     return spans
 
 

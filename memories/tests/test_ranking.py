@@ -173,6 +173,16 @@ def test_question_dates_reads_spans_in_the_households_languages():
     assert spans["Was haben wir letzte Woche gemacht?"] == [("2026-11-23", "2026-11-30", False)]
 
 
+def test_relative_dates_count_from_the_given_now_not_the_wall_clock():
+    now = datetime(2020, 3, 10, 12, tzinfo=UTC)
+    for query, expected in (
+        ("Was war gestern?", ("2020-03-09", "2020-03-10")),
+        ("Was haben wir letzte Woche gemacht?", ("2020-03-02", "2020-03-09")),
+    ):
+        [span] = question_dates(query=query, languages=["de", "en"], now=now)
+        assert (span.start.date().isoformat(), span.end.date().isoformat()) == expected
+
+
 def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
     room = RoomFactory()
     giulia = PersonFactory(preferred_language="it")
