@@ -84,26 +84,11 @@ DATE_WEIGHT = 0.5
 # A context neighbour (memories/selectors/context.py: stored within two places of one of the first
 # ``limit`` candidates by fused score, from the same conversation or event) is lifted by this share of
 # the candidate's fused score, but never above the candidate itself, and its own similarity counts in
-# the vector ranking. (Neighbours of all ~50 candidates gave the same figures for 5x the look-ups.) Tuned on LoCoMo dev
-# (hit@5 / hit@10 .665 / .736 without it); without the "never above" rule XQuAD-R's cross-lingual
-# hit@1 fell 3 points (docs/recall.md).
+# the vector ranking. Tuned on LoCoMo dev (hit@5 / hit@10 .665 / .736 without it); without the "never
+# above" rule XQuAD-R's cross-lingual hit@1 fell 3 points; the neighbours of all ~50 candidates gave
+# the same figures as those of the first ``limit`` for 5x the look-ups (docs/recall.md).
 CONTEXT_WEIGHT = 0.4
 CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
-
-
-def context_lifts(scores: dict[int, float], neighbours: dict[int, list[int]]) -> list[tuple[int, float]]:
-    """(id, lift) of each context neighbour, largest first: CONTEXT_WEIGHT times the best of its candidates' scores,
-    cut so that it does not pass the candidate it is lifted by."""
-    lifts: dict[int, float] = {}
-    for pk, near in neighbours.items():
-        for neighbour in near:
-            own = scores.get(neighbour, 0.0)
-            lift = min(CONTEXT_WEIGHT * scores[pk], scores[pk] - own - CONTEXT_BELOW)
-            if lift > lifts.get(neighbour, 0.0):
-                lifts[neighbour] = lift
-    return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
-
-
 KEEP_FIRST = 1  # each path's first hit stays in the result, whatever the other paths say
 # Noise: a memory only the keyword path found, on words weaker than half the question's best match,
 # and with a similarity below half the embedder's recall_min, does not reach the prompt (LoCoMo dev:
@@ -119,6 +104,19 @@ def is_noise(hit: KeywordHit, *, best_keyword_score: float, recall_min: float) -
         and hit.similarity < recall_min * NOISE_SIMILARITY_SHARE
         and hit.score < best_keyword_score * NOISE_KEYWORD_SHARE
     )
+
+
+def context_lifts(scores: dict[int, float], neighbours: dict[int, list[int]]) -> list[tuple[int, float]]:
+    """(id, lift) of each context neighbour, largest first: CONTEXT_WEIGHT times the best of its candidates' scores,
+    cut so that it does not pass the candidate it is lifted by."""
+    lifts: dict[int, float] = {}
+    for pk, near in neighbours.items():
+        for neighbour in near:
+            own = scores.get(neighbour, 0.0)
+            lift = min(CONTEXT_WEIGHT * scores[pk], scores[pk] - own - CONTEXT_BELOW)
+            if lift > lifts.get(neighbour, 0.0):
+                lifts[neighbour] = lift
+    return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
 
 
 def _vector_ranking(similarity: dict[int, float], *, keep: int) -> Ranking:
