@@ -8,6 +8,9 @@ to every mounted app, in mount order on startup and in reverse on shutdown: an a
 running task group (the MCP SDK's session manager) gets it from its own lifespan. Django has no
 lifespan; at startup each worker loads the embedder so that the first recall is not slowed by it.
 
+Overload: at most WEB_WORKER_CONNECTIONS requests at once per worker, then a JSON 503 with Retry-After
+(``justai_memory.edge.ConcurrencyLimit``, inside the access log so that its 503s are logged).
+
 Access log: one line per request with method, path (never the query string: admin searches and
 recall previews carry memory text there), status and duration; uvicorn's own access log is off.
 """
@@ -45,6 +48,12 @@ def mount(prefix: str, app) -> None:
 from justai_memory.mcp_server import application as mcp_application  # noqa: E402 (needs Django set up)
 
 mount("/mcp", mcp_application)
+
+from django.conf import settings  # noqa: E402
+
+from justai_memory.edge import ConcurrencyLimit  # noqa: E402
+
+concurrency_limit = ConcurrencyLimit(settings.WEB_WORKER_CONNECTIONS)
 
 
 def _mounted_app(path: str):
@@ -145,7 +154,7 @@ async def application(scope, receive, send) -> None:
         await send(message)
 
     try:
-        await app(scope, receive, send_and_note)
+        await concurrency_limit.serve(app, scope, receive, send_and_note)
     finally:
         client = (scope.get("client") or ("-",))[0]
         access_log.info(

@@ -14,22 +14,19 @@ from uvicorn_worker import UvicornWorker
 
 
 class Worker(UvicornWorker):
-    """uvicorn worker: at most ``worker_connections`` concurrent connections (then 503), no uvicorn access log.
+    """uvicorn worker without uvicorn's access log and without its concurrency limit.
 
-    The access log is written by asgi.py without query strings; uvicorn's would print them.
+    The access log is written by asgi.py without query strings; uvicorn's would print them. The limit
+    (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/edge.py);
+    uvicorn's would answer text/plain.
     """
 
     CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on"}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.config.limit_concurrency = self.cfg.worker_connections
 
 
 bind = [f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"]
 workers = settings.WEB_WORKERS
 worker_class = "justai_memory.gunicorn_conf.Worker"
-worker_connections = settings.WEB_WORKER_CONNECTIONS
 timeout = settings.WEB_TIMEOUT
 graceful_timeout = max(1, settings.STOP_TIMEOUT - 3)  # in-flight requests finish; the supervisor waits longer
 keepalive = 5

@@ -30,12 +30,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
 from justai_memory.api.auth import API_CLOSED, authorization_valid
-from justai_memory.api.common import LanguageCode, Text
+from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
 from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
 from justai_memory.api.tools import TOOLS
 from justai_memory.errors import ApplicationError
-from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
+from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
 from memories.selectors.privacy import CLOUD, MODEL_LOCATIONS
 from memories.selectors.recall import RecalledMemory, memory_recall
@@ -116,7 +116,7 @@ class Caller:
             if required:
                 raise ToolError(HEADER_MISSING.format(header=header))
             return None
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ID:
             raise ToolError(HEADER_NOT_AN_ID.format(header=header))
         found = model.objects.filter(pk=int(value)).first()
         if found is None:
@@ -227,7 +227,7 @@ def forget(
     confirm: Annotated[bool, Field(description=_about(ForgetIn, "confirm"))],
     ctx: Context,
     memory_ids: Annotated[
-        list[int] | None, Field(max_length=MAX_MEMORY_IDS, description=_about(ForgetIn, "memory_ids"))
+        list[Id] | None, Field(max_length=MAX_MEMORY_IDS, description=_about(ForgetIn, "memory_ids"))
     ] = None,
 ) -> Forgotten:
     def run(caller: Caller) -> Forgotten:

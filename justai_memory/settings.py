@@ -75,6 +75,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "justai_memory.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -241,7 +242,7 @@ JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
 # than cores only add context switches (bench/load.py at 16 clients on 2 cores: 3 workers 89 req/s,
 # recall p95 263 ms; 2 workers 102 req/s, 217 ms).
 WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
-WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # per worker; more are answered 503
+WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # requests at once per worker; more: JSON 503
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)  # seconds a worker may stay silent before it is replaced
 STOP_TIMEOUT = env.int("STOP_TIMEOUT", default=10)  # seconds web and cluster get to stop before being killed
 

@@ -7,3 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("internal/v1/", include(("justai_memory.api.urls", "internal"))),
 ]
+
+# Errors Django answers outside any view (a foreign Host, a middleware's error): JSON on API paths.
+handler400 = "justai_memory.edge.bad_request"
+handler500 = "justai_memory.edge.server_error"

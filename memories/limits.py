@@ -18,7 +18,14 @@ MAX_ROLE_CHARS = 16
 RECALL_LIMIT_DEFAULT = 10
 RECALL_LIMIT_MAX = 50
 
+# Integers: every id, offset and count a caller sends is bounded (the OpenAPI document says so), never
+# beyond PostgreSQL's bigint, which the database would refuse with an error instead of an answer.
+MAX_ID = 2**63 - 1  # ids (room_id, speaker_id, memory_ids[], path ids, ...), 1 to this
+MAX_OFFSET = 2**63 - 1  # the offset of a listed page, 0 to this
+
 # Lists in one call.
+PAGE_LIMIT_DEFAULT = 100  # the limit of a listed page (people/{id}/memories, memories?kind=procedure)
+PAGE_LIMIT_MAX = 100
 MAX_TURNS_PER_CALL = 100
 MAX_MEMORY_IDS = 100  # memory.forget's memory_ids
 

@@ -12,6 +12,7 @@ from django.db.models import Model
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from ninja import Schema
+from ninja.pagination import LimitOffsetPagination
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -26,10 +27,17 @@ from pydantic_core import PydanticCustomError
 
 from justai_memory.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
-from memories.limits import EARLIEST_TIMESTAMP, MAX_TEXT_CHARS, timestamp_in_range
+from memories.limits import (
+    EARLIEST_TIMESTAMP,
+    MAX_ID,
+    MAX_OFFSET,
+    MAX_TEXT_CHARS,
+    PAGE_LIMIT_DEFAULT,
+    PAGE_LIMIT_MAX,
+    timestamp_in_range,
+)
 
 M = TypeVar("M", bound=Model)
-MAX_ID = 2**63 - 1
 NOT_FOUND = "No {name} with id {pk}."
 
 
@@ -103,11 +111,26 @@ def integral(value: Any) -> Any:
 
 
 Integer = Annotated[int, BeforeValidator(integral)]
-Id = Annotated[Integer, Field(ge=1, le=MAX_ID)]
+# An id in a body, a query string or a path (``people/{person_id}``): 1 to PostgreSQL's bigint. The bounds
+# come before the validator: after it, pydantic would write them into the JSON schema as "ge"/"le", which
+# JSON Schema does not know, instead of "minimum"/"maximum".
+Id = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(integral)]
+
+
+class Page(LimitOffsetPagination):
+    """ninja's limit/offset pagination with both bounded (memories/limits.py); ninja's own leaves them open."""
+
+    class Input(Schema):
+        limit: int = Field(PAGE_LIMIT_DEFAULT, ge=1, le=PAGE_LIMIT_MAX)
+        offset: int = Field(0, ge=0, le=MAX_OFFSET)
 
 
 def _timestamp(value: Any) -> datetime:
     if isinstance(value, str):
+        # Django's parser lets a trailing newline through and Python's a trailing NUL (which PostgreSQL's
+        # text would refuse later): a time is printable ASCII, nothing else.
+        if not (value.isascii() and value.isprintable()):
+            raise PydanticCustomError("timestamp_characters", "must be printable ASCII, without control characters")
         try:
             parsed = parse_datetime(value)
         except ValueError:  # well formed but impossible: 2025-02-30, 25:00, +99:00

@@ -67,7 +67,7 @@ class AddedOut(Schema):
 @router.post(
     "/conversations/{int:conversation_id}/turns", response={201: AddedOut, **ERRORS}, url_name="internal-turns"
 )
-def conversation_turns(request, conversation_id: int, payload: TurnsIn):
+def conversation_turns(request, conversation_id: Id, payload: TurnsIn):
     """Append turns (all or none); a user turn without a speaker is the conversation's speaker's."""
     conversation = _conversation(conversation_id)
     drafts = []
@@ -86,7 +86,7 @@ class EndOut(Schema):
 @router.post(
     "/conversations/{int:conversation_id}/end", response={200: EndOut, **ERRORS}, url_name="internal-conversation-end"
 )
-def conversation_end_view(request, conversation_id: int):
+def conversation_end_view(request, conversation_id: Id):
     """End a conversation and queue its extraction (after commit); ending twice changes nothing."""
     conversation = conversation_end(conversation=_conversation(conversation_id))
     return {"id": conversation.pk, "extraction_status": conversation.extraction_status}
@@ -101,6 +101,6 @@ class WorkingMemoryOut(Schema):
     response={200: WorkingMemoryOut, **ERRORS},
     url_name="internal-working-memory",
 )
-def conversation_working_memory(request, conversation_id: int):
+def conversation_working_memory(request, conversation_id: Id):
     """The last 30 turns, oldest first."""
     return {"turns": working_memory(conversation=_conversation(conversation_id))}

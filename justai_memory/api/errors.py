@@ -25,6 +25,7 @@ UNAUTHORIZED = "Missing or wrong bearer token."
 NOT_FOUND = "No such endpoint: see /internal/v1/openapi.json."
 METHOD_NOT_ALLOWED = "Method {method} not allowed; allowed: {allowed}."
 UNAVAILABLE = "The database is unreachable; try again shortly."
+RETRY_AFTER_DATABASE = 5  # seconds: the supervisor restarts a dead database after 1 s, then crash recovery
 INTERNAL = "Internal error {error_id}; the log has the details under this id."
 
 # Messages for pydantic's error types; others fall back to pydantic's own message (which never holds the input).
@@ -115,7 +116,9 @@ def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
 
 def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     logger.warning("Internal API: database unreachable (%s) on %s %s", type(exc).__name__, request.method, request.path)
-    return error_response(UNAVAILABLE, status=503)
+    response = error_response(UNAVAILABLE, status=503)
+    response["Retry-After"] = str(RETRY_AFTER_DATABASE)
+    return response
 
 
 def internal_error(request: HttpRequest, exc: BaseException) -> HttpResponse:

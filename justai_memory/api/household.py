@@ -4,10 +4,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Router, Schema, Status
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_memory.api.common import ERRORS, Input, IsoDateTime, LanguageCode, lookup, text
+from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Page, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
 from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
@@ -75,12 +75,12 @@ def people_create(request, payload: PersonIn):
 
 
 @router.get("/people/{int:person_id}", response={200: PersonOut, **ERRORS}, url_name="internal-person")
-def person_get(request, person_id: int):
+def person_get(request, person_id: Id):
     return _person(person_id)
 
 
 @router.patch("/people/{int:person_id}", response={200: PersonOut, **ERRORS})
-def person_patch(request, person_id: int, payload: PersonPatch):
+def person_patch(request, person_id: Id, payload: PersonPatch):
     """Change the fields given (null leaves a field as it is)."""
     changes = {k: v for k, v in payload.model_dump(exclude_unset=True).items() if v is not None}
     return person_update(person=_person(person_id), changes=changes)
@@ -104,7 +104,7 @@ class DeletionRequestOut(Schema):
     response={200: DeletionRequestOut, **ERRORS},
     url_name="internal-person-deletion",
 )
-def person_deletion_request(request, person_id: int):
+def person_deletion_request(request, person_id: Id):
     """Step one of deleting a person: what it would remove, and a confirmation token. Nothing is removed."""
     token, expires_at, preview = person_delete_request(person=_person(person_id))
     return {"token": token, "expires_at": expires_at, "would_remove": preview}
@@ -124,7 +124,7 @@ class DeletionOut(Schema):
 
 
 @router.delete("/people/{int:person_id}", response={200: DeletionOut, **ERRORS})
-def person_delete_view(request, person_id: int, payload: ConfirmIn):
+def person_delete_view(request, person_id: Id, payload: ConfirmIn):
     """Delete a person with the token of POST people/{id}/deletion: their private memories, forget blocks and
     sightings go; their conversations are kept but never extracted. Nothing is removed without a valid token."""
     deletion = person_delete_confirm(
@@ -154,8 +154,8 @@ class PersonMemoryOut(Schema):
     response={200: list[PersonMemoryOut], **ERRORS},
     url_name="internal-person-memories",
 )
-@paginate(LimitOffsetPagination)
-def person_memories_list(request, person_id: int, model_location: Literal[MODEL_LOCATIONS] | None = None):
+@paginate(Page)
+def person_memories_list(request, person_id: Id, model_location: Literal[MODEL_LOCATIONS] | None = None):
     """What the assistant would use about this person: active memories they own or that are about them,
     only those they may see as the speaker, newest first. ``model_location`` (local or cloud, required):
     where the model that reads them runs; a cloud model gets 403 with the reason unless the household allows it."""
@@ -165,7 +165,7 @@ def person_memories_list(request, person_id: int, model_location: Literal[MODEL_
 
 
 @router.get("/people/{int:person_id}/export", response={200: dict[str, Any], **ERRORS})
-def person_export_view(request, person_id: int):
+def person_export_view(request, person_id: Id):
     """Everything stored about and by this person as one JSON document (format justai-memory/person-export/1)."""
     return person_export(person=_person(person_id))
 
@@ -180,7 +180,7 @@ class EraseRequestOut(Schema):
 
 
 @router.post("/people/{int:person_id}/forget_everything", response={200: EraseRequestOut, **ERRORS})
-def person_forget_everything(request, person_id: int):
+def person_forget_everything(request, person_id: Id):
     """ "Forget everything about me", step one: one forget token for every memory they own or that is about them."""
     token, expires_at, ids = forget_everything_request_create(person=_person(person_id))
     return {"token": token, "expires_at": expires_at, "memory_ids": ids}
@@ -211,12 +211,12 @@ def rooms_create(request, payload: RoomIn):
 
 
 @router.get("/rooms/{int:room_id}", response={200: RoomOut, **ERRORS}, url_name="internal-room")
-def room_get(request, room_id: int):
+def room_get(request, room_id: Id):
     return _room(room_id)
 
 
 @router.patch("/rooms/{int:room_id}", response={200: RoomOut, **ERRORS})
-def room_patch(request, room_id: int, payload: RoomIn):
+def room_patch(request, room_id: Id, payload: RoomIn):
     return room_update(room=_room(room_id), name=payload.name)
 
 
@@ -225,6 +225,6 @@ class RoomDeletedOut(Schema):
 
 
 @router.delete("/rooms/{int:room_id}", response={200: RoomDeletedOut, **ERRORS})
-def room_delete_view(request, room_id: int):
+def room_delete_view(request, room_id: Id):
     """Delete a room that no memory, conversation or forget block refers to (409 otherwise); its sightings go."""
     return {"room_id": room_delete(room=_room(room_id))}

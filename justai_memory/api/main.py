@@ -16,9 +16,17 @@ from justai_memory.api.auth import BearerToken, token_valid
 from justai_memory.api.errors import UNAUTHORIZED, error_response, install_error_handlers
 from justai_memory.api.parser import BoundedJsonParser
 
+# Who may read the API's description in a browser: staff who may view memories in the admin. The document
+# describes how memories are read and written; whoever may see them in the admin (and its recall preview,
+# which needs the same permission) learns nothing new from it, and staff without it see neither.
+# A Django permission, not superuser only, so that it can be given to a group.
+DOCS_PERMISSION = "memories.view_memory"
+DOCS_FORBIDDEN = f"Reading the API's description needs the permission {DOCS_PERMISSION} (or a bearer token)."
+
 
 def staff_or_token(view):
-    """The OpenAPI document and its docs page: for a bearer-token client, or staff (a browser goes to the admin login)."""
+    """The OpenAPI document and its docs page: for a bearer-token client, or staff with DOCS_PERMISSION (a browser
+    without a login goes to the admin login)."""
     staff_view = staff_member_required(view)
 
     @functools.wraps(view)
@@ -27,6 +35,9 @@ def staff_or_token(view):
             return view(request, *args, **kwargs)
         if "Authorization" in request.headers:
             return error_response(UNAUTHORIZED, field="Authorization", status=401)
+        user = request.user
+        if user.is_active and user.is_staff and not user.has_perm(DOCS_PERMISSION):
+            return error_response(DOCS_FORBIDDEN, status=403)
         return staff_view(request, *args, **kwargs)
 
     return wrapper

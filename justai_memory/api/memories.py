@@ -216,7 +216,7 @@ class ForgetIn(Input):
     token: text(MAX_TOKEN_CHARS) = Field(description="The token memory_find_to_forget returned.")
     confirm: bool = Field(False, description="true only when the user said yes.")
     speaker_id: Id | None = None
-    memory_ids: Annotated[list[int] | None, BeforeValidator(_id_list)] = Field(
+    memory_ids: Annotated[list[Id] | None, BeforeValidator(_id_list)] = Field(
         None, max_length=MAX_MEMORY_IDS, description="Only these of the candidates (default: all candidates)."
     )
 

@@ -3,10 +3,10 @@
 from typing import Literal
 
 from ninja import Query, Router, Schema
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, lookup
+from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, Page, lookup
 from memories.models import Kind
 from memories.selectors.person import procedures_for
 from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
@@ -37,7 +37,7 @@ class ProcedureOut(Schema):
 
 
 @router.get("/memories", response={200: list[ProcedureOut], **ERRORS}, url_name="internal-memories")
-@paginate(LimitOffsetPagination)
+@paginate(Page)
 def memories_list(request, filters: Query[MemoriesQuery]):
     """Procedures an automation refers to: active, visible in the room (and to the speaker, if given), oldest first."""
     room = lookup(Room, filters.room_id, field="room_id")

@@ -1,9 +1,10 @@
-"""Bad input to the internal API: NUL, lone surrogates, deep JSON, impossible or absurd times, big bodies.
+"""Bad input to the internal API: NUL, lone surrogates, deep JSON, impossible or absurd times, big bodies, huge numbers.
 
 Each gets a 4xx JSON answer naming the field, with no text of the input in it, and writes nothing.
 """
 
 import json
+import re
 import tempfile
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -11,9 +12,10 @@ import pytest
 from django.core.handlers.asgi import ASGIRequest
 from django.urls import resolve
 
+from justai_memory.api.main import api as ninja_api
 from justai_memory.api.parser import json_depth
 from justai_memory.errors import ApplicationError
-from memories.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH
+from memories.limits import MAX_BODY_BYTES, MAX_ID, MAX_JSON_DEPTH
 from memories.models import AuditEvent, ForgetRequest, Memory, Tombstone
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
@@ -44,24 +46,38 @@ def home():
     return {"room": room.pk, "anna": anna.pk, "conversation": conversation.pk}
 
 
-# (endpoint, body with BAD where the bad text goes, the field the answer names)
+# (method, endpoint, body with BAD where the bad text goes, the field the answer names): every text field
+# of every request body (test_the_text_table_covers_every_text_field_of_the_document keeps it complete).
 TEXT_FIELDS = [
-    ("/internal/v1/recall", {"query": "BAD", "room_id": "ROOM"}, "query"),
-    ("/internal/v1/memories/remember", {"content": "BAD", "room_id": "ROOM"}, "content"),
-    ("/internal/v1/memories/remember", {"content": "ok", "room_id": "ROOM", "language": "BAD"}, "language"),
-    ("/internal/v1/memories/observe", {"content": "BAD", "language": "de"}, "content"),
-    ("/internal/v1/memories/find_to_forget", {"query": "BAD", "room_id": "ROOM"}, "query"),
-    ("/internal/v1/memories/forget", {"token": "BAD", "confirm": True}, "token"),
-    ("/internal/v1/events", {"kind": "BAD"}, "kind"),
-    ("/internal/v1/events", {"kind": "door.opened", "payload": {"note": "BAD"}}, "payload"),
-    ("/internal/v1/events", {"kind": "door.opened", "payload": {"deep": [{"x": ["BAD"]}]}}, "payload"),
-    ("/internal/v1/events", {"kind": "door.opened", "payload": {"BAD": 1}}, "payload"),
+    ("post", "/internal/v1/recall", {"query": "BAD", "room_id": "ROOM"}, "query"),
+    ("post", "/internal/v1/memories/remember", {"content": "BAD", "room_id": "ROOM"}, "content"),
+    ("post", "/internal/v1/memories/remember", {"content": "ok", "room_id": "ROOM", "language": "BAD"}, "language"),
+    ("post", "/internal/v1/memories/observe", {"content": "BAD", "language": "de"}, "content"),
+    ("post", "/internal/v1/memories/observe", {"content": "ok", "language": "BAD"}, "language"),
+    ("post", "/internal/v1/memories/find_to_forget", {"query": "BAD", "room_id": "ROOM"}, "query"),
+    ("post", "/internal/v1/memories/forget", {"token": "BAD", "confirm": True}, "token"),
+    ("post", "/internal/v1/events", {"kind": "BAD"}, "kind"),
+    ("post", "/internal/v1/events", {"kind": "door.opened", "payload": {"note": "BAD"}}, "payload"),
+    ("post", "/internal/v1/events", {"kind": "door.opened", "payload": {"deep": [{"x": ["BAD"]}]}}, "payload"),
+    ("post", "/internal/v1/events", {"kind": "door.opened", "payload": {"BAD": 1}}, "payload"),
+    ("post", "/internal/v1/conversations", {"room_id": "ROOM", "language": "BAD"}, "language"),
     (
+        "post",
         "/internal/v1/conversations/CONVERSATION/turns",
         {"turns": [{"role": "user", "text": "ok"}, {"role": "user", "text": "ok"}, {"role": "user", "text": "BAD"}]},
         "turns[2].text",
     ),
+    ("post", "/internal/v1/people", {"name": "BAD"}, "name"),
+    ("post", "/internal/v1/people", {"name": "Berta", "aliases": ["Bibi", "BAD"]}, "aliases[1]"),
+    ("post", "/internal/v1/people", {"name": "Berta", "preferred_language": "BAD"}, "preferred_language"),
+    ("patch", "/internal/v1/people/PERSON", {"name": "BAD"}, "name"),
+    ("patch", "/internal/v1/people/PERSON", {"aliases": ["BAD"]}, "aliases[0]"),
+    ("patch", "/internal/v1/people/PERSON", {"preferred_language": "BAD"}, "preferred_language"),
+    ("delete", "/internal/v1/people/PERSON", {"token": "BAD", "confirm": True}, "token"),
+    ("post", "/internal/v1/rooms", {"name": "BAD"}, "name"),
+    ("patch", "/internal/v1/rooms/ROOM", {"name": "BAD"}, "name"),
 ]
+PLACEHOLDERS = {"CONVERSATION": "conversation", "PERSON": "anna", "ROOM": "room"}
 
 
 def _fill(value, home, bad):
@@ -72,14 +88,132 @@ def _fill(value, home, bad):
     return {"BAD": bad, "ROOM": home["room"]}.get(value, value) if isinstance(value, str) else value
 
 
+def _path(path, home):
+    for placeholder, key in PLACEHOLDERS.items():
+        path = path.replace(placeholder, str(home[key]))
+    return path
+
+
 @pytest.mark.parametrize("bad", [NUL, SURROGATE], ids=["nul", "lone-surrogate"])
-@pytest.mark.parametrize(("path", "body", "field"), TEXT_FIELDS, ids=[f"{p} {f}" for p, _, f in TEXT_FIELDS])
-def test_nul_and_lone_surrogates_are_refused_naming_the_field(api, home, bad, path, body, field):
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"), TEXT_FIELDS, ids=[f"{m} {p} {f}" for m, p, _, f in TEXT_FIELDS]
+)
+def test_nul_and_lone_surrogates_are_refused_naming_the_field(api, home, bad, method, path, body, field):
     before = _rows()
-    response = api.post(path.replace("CONVERSATION", str(home["conversation"])), _fill(body, home, bad))
+    response = getattr(api, method)(_path(path, home), _fill(body, home, bad))
     assert response.status_code == 400, response.content
     assert response.json()["field"] == field and response.json()["error"]
     assert SECRET not in response.content.decode()
+    assert _rows() == before
+
+
+def _document():
+    return ninja_api.get_openapi_schema(path_prefix="/internal/v1")
+
+
+def _inputs(document):
+    """Every input of every operation: ``(method, path, field, JSON schema)``, the field as the answer's ``field``
+    would name it with ``[]`` for any index (``turns[].text``); references resolved."""
+    components = document["components"]["schemas"]
+
+    def resolve(schema):
+        while "$ref" in schema:
+            schema = components[schema["$ref"].rsplit("/", 1)[1]]
+        return schema
+
+    def walk(schema, field):
+        schema = resolve(schema)
+        variants = [resolve(v) for v in schema.get("anyOf", []) if resolve(v).get("type") != "null"]
+        for variant in variants:
+            yield from walk(variant, field)
+        if schema.get("type") == "object" and "properties" in schema:
+            for name, prop in schema["properties"].items():
+                yield from walk(prop, f"{field}.{name}" if field else name)
+        elif schema.get("type") == "array":
+            yield from walk(schema["items"], f"{field}[]")
+        elif not variants:
+            yield field, schema
+
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                for field, schema in walk(parameter["schema"], parameter["name"]):
+                    yield method, path, field, schema
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json")
+            if body:
+                for field, schema in walk(body["schema"], ""):
+                    yield method, path, field, schema
+
+
+def test_every_number_a_caller_sends_is_bounded_in_the_document():
+    """Ids, limits, offsets: each has a minimum and a maximum in the document (so in the validation), an
+    integer at most PostgreSQL's bigint, which would otherwise refuse it with an error instead of an answer."""
+    numbers = [(m, p, f, s) for m, p, f, s in _inputs(_document()) if s.get("type") in ("integer", "number")]
+    assert len(numbers) > 30
+    for method, path, field, schema in numbers:
+        assert "minimum" in schema and "maximum" in schema, (method, path, field, schema)
+        if schema["type"] == "integer":
+            assert schema["maximum"] <= MAX_ID, (method, path, field)
+
+
+def test_the_text_table_covers_every_text_field_of_the_document():
+    """A free text (a string without a fixed choice or format, or a JSON object) anywhere in a request body
+    is in TEXT_FIELDS, so NUL and lone surrogates are tried on each."""
+    template = {"CONVERSATION": "{conversation_id}", "PERSON": "{person_id}", "ROOM": "{room_id}"}
+    texts = {
+        (method, path, field)
+        for method, path, field, schema in _inputs(_document())
+        if (schema.get("type") == "string" and not {"enum", "const", "format"} & schema.keys())
+        or (schema.get("type") == "object" and "properties" not in schema)
+    }
+    tried = set()
+    for method, path, _body, field in TEXT_FIELDS:
+        for placeholder, name in template.items():
+            path = path.replace(placeholder, name)
+        tried.add((method, path, re.sub(r"\[\d+\]", "[]", field)))
+    assert texts == tried
+
+
+BIG = 10**20  # beyond PostgreSQL's bigint
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("get", "/internal/v1/memories?kind=procedure&room_id=ROOM&model_location=local&limit=BIG", None, "limit"),
+        ("get", "/internal/v1/memories?kind=procedure&room_id=ROOM&model_location=local&offset=BIG", None, "offset"),
+        ("get", "/internal/v1/memories?kind=procedure&room_id=ROOM&model_location=local&limit=101", None, "limit"),
+        ("get", "/internal/v1/memories?kind=procedure&room_id=BIG&model_location=local", None, "room_id"),
+        ("get", "/internal/v1/people/PERSON/memories?model_location=local&offset=BIG", None, "offset"),
+        ("get", "/internal/v1/people/PERSON/memories?model_location=local&limit=BIG", None, "limit"),
+        ("get", "/internal/v1/people/PERSON/memories?model_location=local&offset=-1", None, "offset"),
+        ("get", "/internal/v1/people/BIG", None, "person_id"),
+        ("get", "/internal/v1/people/0", None, "person_id"),
+        ("delete", "/internal/v1/rooms/BIG", None, "room_id"),
+        ("post", "/internal/v1/conversations/BIG/end", None, "conversation_id"),
+        ("get", "/internal/v1/conversations/BIG/working_memory", None, "conversation_id"),
+        ("post", "/internal/v1/recall", {"query": "Schlüssel", "room_id": "BIG"}, "room_id"),
+        ("post", "/internal/v1/recall", {"query": "Schlüssel", "room_id": "ROOM", "limit": "BIG"}, "limit"),
+        (
+            "post",
+            "/internal/v1/memories/forget",
+            {"token": "t", "confirm": True, "memory_ids": [1, "BIG"]},
+            "memory_ids[1]",
+        ),
+        ("post", "/internal/v1/sightings", {"person_id": "PERSON", "room_id": "BIG"}, "room_id"),
+    ],
+)
+def test_integers_beyond_their_bounds_are_a_400_naming_the_field(api, home, method, path, body, field):
+    """Not PostgreSQL's "bigint out of range" as a 500, nor a 404 for an id no row can have."""
+    before = _rows()
+    values = {"BIG": BIG, "ROOM": home["room"], "PERSON": home["anna"]}
+    path = _path(path.replace("BIG", str(BIG)), home)
+    body = {k: values.get(v, v) if isinstance(v, str) else v for k, v in (body or {}).items()}
+    if "memory_ids" in body:
+        body["memory_ids"] = [values.get(v, v) for v in body["memory_ids"]]
+    response = getattr(api, method)(path, body) if method != "get" else api.get(path)
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field and response.json()["error"]
     assert _rows() == before
 
 
@@ -125,7 +259,12 @@ def test_json_depth_ignores_brackets_inside_strings():
         "gestern",
         "",
         17,
+        "2025-01-01T10:00:00\u0000",
+        "2025-01-01T10:00:00\n",
+        "2025-01-01T10:00:00\t+01:00",
+        "2025-01-01T10:00:00\u200b",
     ],
+    ids=lambda value: repr(value),
 )
 @pytest.mark.parametrize(
     ("path", "body", "field"),

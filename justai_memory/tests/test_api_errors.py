@@ -145,3 +145,35 @@ def test_an_integral_json_number_is_an_id_a_fraction_or_a_string_is_not(api):
     )
     for bad in (room.pk + 0.5, str(room.pk), True):
         _contract(api.post("/internal/v1/recall", {"query": "Schlüssel", "room_id": bad}), 400, "room_id")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_the_database_unreachable_the_admin_is_a_503_page_and_the_api_says_when_to_retry(api, admin_client):
+    room = RoomFactory()
+    assert admin_client.get("/admin/").status_code == 200
+    settings_dict = connection.settings_dict
+    port = settings_dict["PORT"]
+    connection.close()
+    settings_dict["PORT"] = "1"  # nothing listens there: connecting raises OperationalError
+    try:
+        admin = admin_client.get("/admin/memories/memory/")
+        recall = api.post(
+            "/internal/v1/recall", {"query": "Wo ist der Schlüssel?", "room_id": room.pk, "model_location": "local"}
+        )
+    finally:
+        connection.close()
+        settings_dict["PORT"] = port
+    assert admin.status_code == 503 and admin["Content-Type"].startswith("text/html")
+    assert admin["Retry-After"] == "5" and b"Database unavailable" in admin.content
+    assert b"Traceback" not in admin.content and b"OperationalError" not in admin.content
+    _contract(recall, 503)
+    assert recall["Retry-After"] == "5"
+    assert admin_client.get("/admin/").status_code == 200
+
+
+def test_a_foreign_host_is_a_json_400_naming_it_on_the_api_and_django_s_page_on_the_admin(client, api_token):
+    for path in ("/internal/v1/health", "/internal/v1/nowhere", "/internal/v1/openapi.json"):
+        response = client.get(path, HTTP_HOST="evil.example", HTTP_AUTHORIZATION=f"Bearer {api_token}")
+        _contract(response, 400, "Host")
+    admin = client.get("/admin/login/", HTTP_HOST="evil.example")
+    assert admin.status_code == 400 and admin["Content-Type"].startswith("text/html")

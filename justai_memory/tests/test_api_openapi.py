@@ -4,9 +4,11 @@ import re
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import Permission, User
 from django.urls import URLPattern
 from openapi_spec_validator import validate
 
+from justai_memory.api.main import DOCS_PERMISSION
 from justai_memory.api.urls import urlpatterns
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +70,20 @@ def test_the_document_and_docs_need_a_token_or_staff(client, admin_client, api_t
     docs = admin_client.get(DOCS)
     assert docs.status_code == 200 and b"swagger" in docs.content.lower()
     assert admin_client.get(OPENAPI).json()["openapi"].startswith("3.")
+
+
+def test_staff_need_the_view_permission_on_memories_for_the_document_and_docs(client, db):
+    staff = User.objects.create_user("clerk", password="clerk-password-123", is_staff=True)
+    client.force_login(staff)
+    for url in (DOCS, OPENAPI):
+        refused = client.get(url)
+        assert refused.status_code == 403 and refused["Content-Type"].startswith("application/json"), url
+        assert DOCS_PERMISSION in refused.json()["error"] and b"paths" not in refused.content
+    staff.user_permissions.add(Permission.objects.get(codename="view_memory", content_type__app_label="memories"))
+    staff = User.objects.get(pk=staff.pk)  # permissions are cached on the user object
+    client.force_login(staff)
+    assert client.get(DOCS).status_code == 200
+    assert client.get(OPENAPI).json()["paths"]
 
 
 def test_the_docs_page_lists_exactly_the_documents_endpoints(api):

@@ -181,6 +181,7 @@ def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, 
         ({}, "X-Room-Id"),
         ({"X-Room-Id": "999999"}, "X-Room-Id"),
         ({"X-Room-Id": "kitchen"}, "X-Room-Id"),
+        ({"X-Room-Id": "99999999999999999999"}, "X-Room-Id"),
         ({"X-Room-Id": str(kitchen.pk), "X-Speaker-Id": "999999"}, "X-Speaker-Id"),
         ({"X-Room-Id": str(kitchen.pk), "X-Model-Location": "mars"}, "X-Model-Location"),
     ]
