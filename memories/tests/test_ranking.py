@@ -102,7 +102,13 @@ def test_a_memory_below_both_paths_first_ten_reaches_the_top_when_it_is_strong_o
     candidates = recall_candidates(speaker=None, room=room)
 
     ranked = ranked_memories(
-        candidates=candidates, query="Minka red ball", embedding=one_hot(0), languages=["en"], limit=10, recall_min=0.2
+        candidates=candidates,
+        query="Minka red ball",
+        embedding=one_hot(0),
+        languages=["en"],
+        limit=10,
+        recall_min=0.2,
+        context_min=0.0,
     )
 
     assert ranked[0].id == both.pk
@@ -282,6 +288,7 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
             languages=["en"],
             limit=3,
             recall_min=0.2,
+            context_min=0.0,
         )
 
     result = ranked()
@@ -325,6 +332,7 @@ def test_context_never_brings_what_the_speaker_may_not_see():
             languages=["en"],
             limit=5,
             recall_min=0.2,
+            context_min=0.0,
         )
         return {r.id: r.found_by for r in result}
 
