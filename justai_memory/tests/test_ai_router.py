@@ -113,6 +113,7 @@ def run_command(**ai) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_run_command_warns_when_a_public_address_is_called_local():
     public = {"AI_MEMORY_PROVIDER": "ollama", "AI_MEMORY_BASE_URL": "https://203.0.113.7:8000/v1"}
     warned = run_command(**public, AI_MEMORY_LOCATION="local")

@@ -299,6 +299,33 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
     assert reply.pk not in [r.id for r in ranked()]
 
 
+def test_a_neighbour_below_the_context_floor_stays_out():
+    room = RoomFactory()
+    hit, reply, unrelated = conversation_memories(
+        [
+            ("Anna just got new running shoes", near(0.35, 1)),
+            ("For the park on Sundays", near(0.16, 2)),  # below recall_min, above the floor
+            ("The door code is 2580", near(0.09, 3)),  # below the floor
+        ]
+    )
+    analyze()
+
+    def ranked(context_min):
+        result = ranked_memories(
+            candidates=recall_candidates(speaker=None, room=room),
+            query="new running shoes",
+            embedding=one_hot(0),
+            languages=["en"],
+            limit=5,
+            recall_min=0.2,
+            context_min=context_min,
+        )
+        return [r.id for r in result]
+
+    assert ranked(0.12) == [hit.pk, reply.pk]
+    assert ranked(0.0) == [hit.pk, reply.pk, unrelated.pk]  # without a floor it came along
+
+
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
     lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}))
     assert 0.18 + lifts[2] < 0.2  # 0.4 x 0.2 would carry it past its candidate
