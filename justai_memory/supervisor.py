@@ -284,6 +284,10 @@ def prepare() -> None:
     from django.db import connection
 
     django.setup()
+    from justai_memory.ai_router import location_warnings
+
+    for warning in location_warnings():  # an explicit AI_<ROLE>_LOCATION=local on a public address
+        logger.warning(warning)
     call_command("migrate", interactive=False, verbosity=1)
     call_command("createcachetable", verbosity=0)
     table = settings.CACHES["cluster"]["LOCATION"]

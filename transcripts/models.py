@@ -4,11 +4,12 @@ from django.utils import timezone
 
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.models import choices_constraint
+from memories.selectors import privacy
 
 
 class ModelLocation(models.TextChoices):
-    LOCAL = "local"
-    CLOUD = "cloud"
+    LOCAL = privacy.LOCAL
+    CLOUD = privacy.CLOUD
 
 
 class ExtractionStatus(models.TextChoices):

@@ -4,7 +4,7 @@ import ast
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Length, Trim
 from django_q.models import OrmQ, Schedule
 
@@ -84,8 +84,12 @@ def conversations_extraction_lost(*, ended_before: datetime, max_attempts: int) 
 
 
 def person_conversations(*, person) -> QuerySet[Conversation]:
-    """Conversations in which ``person`` was the speaker, oldest first, with their turns prefetched."""
-    return Conversation.objects.filter(speaker=person).order_by("started_at", "id").prefetch_related("turns")
+    """Conversations in which ``person`` was the speaker, oldest first, each with ``own_turns``: the turns
+    ``person`` spoke (not the assistant's, not another person's who joined in), prefetched."""
+    own_turns = Prefetch(
+        "turns", queryset=Turn.objects.filter(speaker=person).order_by("created_at", "id"), to_attr="own_turns"
+    )
+    return Conversation.objects.filter(speaker=person).order_by("started_at", "id").prefetch_related(own_turns)
 
 
 def person_turns_elsewhere(*, person) -> QuerySet[Turn]:

@@ -1,9 +1,14 @@
 """The AI router: roles to providers by settings, local/cloud, keys by variable name, timeouts, bounded retries."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from justai_memory.ai_router import AIRouterError, chat_complete, location_of, provider_for
+from justai_memory.ai_router import AIRouterError, chat_complete, location_of, location_warnings, provider_for
 from transcripts.tests.fake_llm import FakeLLM
 from transcripts.tests.helpers import memory_role
 
@@ -34,20 +39,86 @@ def test_gemini_and_openai_are_cloud_and_read_their_key_from_the_named_variable(
     ("url", "location"),
     [
         ("http://127.0.0.1:8080/v1", "local"),
+        ("http://127.1:8080/v1", "local"),
+        ("http://localhost:11434/v1", "local"),
+        ("http://[::1]:11434/v1", "local"),
+        ("http://10.1.2.3/v1", "local"),
+        ("http://172.16.0.9/v1", "local"),
+        ("http://172.31.255.1/v1", "local"),
         ("http://192.168.1.20:11434/v1", "local"),
+        ("http://[fd12:3456::1]:8000/v1", "local"),
+        ("http://[::ffff:192.168.1.20]/v1", "local"),
+        ("http://169.254.10.1/v1", "local"),
+        ("http://[fe80::1]/v1", "local"),
         ("http://ollama:11434/v1", "local"),
+        ("http://gpu.local/v1", "local"),
+        ("http://gpu.lan/v1", "local"),
+        ("http://llm.internal/v1", "local"),
         ("http://gpu.home.arpa/v1", "local"),
+        ("http://gpu.home.arpa./v1", "local"),
         ("https://api.openai.com/v1", "cloud"),
         ("https://llm.example.com/v1", "cloud"),
+        ("https://lan.example.com/v1", "cloud"),
         ("http://8.8.8.8/v1", "cloud"),
+        ("http://134744072/v1", "cloud"),  # 8.8.8.8 as one number
+        ("https://203.0.113.7:8000/v1", "cloud"),  # documentation ranges count as private to ipaddress
+        ("http://198.18.0.1/v1", "cloud"),
+        ("http://172.32.0.1/v1", "cloud"),
+        ("http://100.64.0.1/v1", "cloud"),
+        ("http://[2001:db8::1]/v1", "cloud"),
+        ("http://[::ffff:8.8.8.8]/v1", "cloud"),
     ],
 )
-def test_a_custom_provider_is_local_only_when_its_host_is(url, location):
+def test_the_address_decides_the_location(url, location):
     assert location_of(url) == location
+
+
+@pytest.mark.parametrize("provider", ["ollama", "llamacpp", "vllm", "lmstudio"])
+def test_a_local_preset_on_a_public_address_is_cloud(settings, provider):
+    chosen = role(settings, provider=provider, base_url="https://203.0.113.7:8000/v1", model="m")
+    assert chosen.location == "cloud" and chosen.is_cloud
+    assert location_warnings() == []
+
+
+def test_a_cloud_preset_on_a_house_address_is_local(settings):
+    assert role(settings, provider="openai", base_url="http://192.168.1.20:8000/v1").location == "local"
 
 
 def test_an_explicit_location_wins(settings):
     assert role(settings, provider="custom", base_url="http://10.0.0.5/v1", model="m", location="cloud").is_cloud
+    assert location_warnings() == []
+
+
+def test_only_an_explicit_local_calls_a_public_address_local_and_it_is_warned_about(settings):
+    provider = role(settings, provider="ollama", base_url="https://user:pw@203.0.113.7:8000/v1?k=1", location="local")
+    assert provider.location == "local"
+    (warning,) = location_warnings()
+    assert "AI_MEMORY_LOCATION=local" in warning and "https://203.0.113.7:8000/v1" in warning
+    assert "pw" not in warning and "k=1" not in warning
+
+
+def run_command(**ai) -> subprocess.CompletedProcess:
+    """``python -m justai_memory.supervisor`` (what ./scripts/run exec's) on a database that does not answer:
+    it logs the location warnings, then its preparation fails and it exits."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "EMBEDDED_", "AI_"))}
+    env.update(DATABASE_URL="postgresql://nobody@127.0.0.1:9/none", MEMORY_EMBEDDER="hash", **ai)
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-m", "justai_memory.supervisor"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.slow
+def test_the_run_command_warns_when_a_public_address_is_called_local():
+    public = {"AI_MEMORY_PROVIDER": "ollama", "AI_MEMORY_BASE_URL": "https://203.0.113.7:8000/v1"}
+    warned = run_command(**public, AI_MEMORY_LOCATION="local")
+    assert "WARNING" in warned.stderr and "AI_MEMORY_LOCATION=local calls https://203.0.113.7:8000/v1" in warned.stderr
+    assert "AI_MEMORY_LOCATION" not in run_command(**public).stderr
 
 
 @pytest.mark.parametrize(

@@ -154,7 +154,7 @@ def test_export_holds_everything_about_and_by_them_and_nothing_private_of_others
     assert by_id[shared_about_anna.pk]["content"] == "Anna hat am 12. Mai Geburtstag."
     assert bens_note.pk not in by_id and ben_private.pk not in by_id
     assert [c["id"] for c in document["conversations"]] == [hers.pk]
-    assert [t["text"] for t in document["conversations"][0]["turns"]] == ["Merk dir meine PIN.", "Gemerkt."]
+    assert [t["text"] for t in document["conversations"][0]["turns"]] == ["Merk dir meine PIN."]
     assert [t["text"] for t in document["turns_in_other_conversations"]] == ["Ich koche Pasta."]
     assert len(document["sightings"]) == 1 and document["sightings"][0]["room_id"] == kitchen.pk
     assert [e["payload"] for e in document["events"]] == [{"door": "front"}]
@@ -162,6 +162,26 @@ def test_export_holds_everything_about_and_by_them_and_nothing_private_of_others
     text = json.dumps(document)
     assert "Meine Geheimnummer" not in text  # forgotten: only the count of blocks is left
     assert "Überraschung" not in text and "Schach" not in text and "Was gibt es heute" not in text
+
+
+def test_export_holds_only_their_own_words_of_their_conversations(anna_and_ben):
+    anna, ben, kitchen, *_ = anna_and_ben
+    bens_room_note = MemoryFactory(content="Der Tresorcode im Keller ist 7319.", scope=Scope.ROOM, room=kitchen)
+    hers = ConversationFactory(room=kitchen, speaker=anna, language="de")
+    TurnFactory(conversation=hers, speaker=anna, text="Was steht heute an?")
+    TurnFactory(conversation=hers, speaker=ben, text="Mein Passwort ist Tulpe-77, sag es keinem.")
+    TurnFactory(conversation=hers, role="assistant", text="Der Tresorcode im Keller ist 7319.")
+    TurnFactory(conversation=hers, role="user", speaker=None, text="Wer war das eben?")
+    TurnFactory(conversation=hers, speaker=anna, text="Danke, das war alles.")
+
+    document = json.loads(json.dumps(person_export(person=anna)))
+
+    (conversation,) = document["conversations"]
+    assert [t["text"] for t in conversation["turns"]] == ["Was steht heute an?", "Danke, das war alles."]
+    assert {t["speaker_id"] for t in conversation["turns"]} == {anna.pk}
+    text = json.dumps(document)
+    assert "Tulpe-77" not in text and "7319" not in text and "Wer war das" not in text
+    assert bens_room_note.pk not in {m["id"] for m in document["memories"]}  # not about her: not hers to export
 
 
 def test_export_person_command_writes_the_document(anna_and_ben, tmp_path, capsys):

@@ -41,8 +41,9 @@ class Context(NamedTuple):
     similarity: dict[int, float]  # neighbour id -> its similarity to the question
 
 
-def context_neighbours(*, candidates, ids: list[int], embedding) -> Context:
-    """The context neighbours of the memories ``ids`` among ``candidates``, with their similarity to the question."""
+def context_neighbours(*, candidates, ids: list[int], embedding, min_similarity: float) -> Context:
+    """The context neighbours of the memories ``ids`` among ``candidates`` whose own similarity to the question is
+    at least ``min_similarity`` (positions are counted before that floor), with that similarity."""
     where = table_where(candidates)
     if where is None or not ids:
         return Context(neighbours={}, similarity={})
@@ -60,6 +61,8 @@ def context_neighbours(*, candidates, ids: list[int], embedding) -> Context:
     with connection.cursor() as cursor:
         cursor.execute(CONTEXT_SQL.format(where=where[0]), params)
         for pk, neighbour, value in cursor.fetchall():
+            if value < min_similarity:
+                continue
             neighbours.setdefault(pk, []).append(neighbour)
             similarity[neighbour] = float(value)
     return Context(neighbours=neighbours, similarity=similarity)

@@ -89,6 +89,12 @@ DATE_WEIGHT = 0.5
 # the same figures as those of the first ``limit`` for 5x the look-ups (docs/recall.md).
 CONTEXT_WEIGHT = 0.4
 CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
+# A neighbour must also be related to the question on its own: its similarity to the question at
+# least the embedder's ``context_min`` (a quantile of unrelated question/sentence pairs, calibrated per
+# embedder: docs/embedders.md), so that being stored in the same conversation as a hit does not bring
+# "Der Code der Haustür ist 2580" with "Hat Julia ein Haustier?". Off only in a bench row that shows
+# what the floor costs (docs/benchmarks.md).
+CONTEXT_FLOOR = True
 KEEP_FIRST = 1  # each path's first hit stays in the result, whatever the other paths say
 # Noise: a memory only the keyword path found, on words weaker than half the question's best match,
 # and with a similarity below half the embedder's recall_min, does not reach the prompt (LoCoMo dev:
@@ -129,7 +135,7 @@ def _vector_ranking(similarity: dict[int, float], *, keep: int) -> Ranking:
 
 
 def ranked_memories(
-    *, candidates, query: str, embedding, languages: list[str], limit: int, recall_min: float
+    *, candidates, query: str, embedding, languages: list[str], limit: int, recall_min: float, context_min: float
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
@@ -143,7 +149,8 @@ def ranked_memories(
     language: these only fill free places, so that a name or number found in another language
     does not push out a better hit by meaning), ``date`` (the memory's valid_at lies in a
     span the question names; score 1) and ``context`` (stored next to a candidate from the same
-    conversation or event; score: its lift, see CONTEXT_WEIGHT).
+    conversation or event, with a similarity of at least ``context_min`` to the question; score: its
+    lift, see CONTEXT_WEIGHT).
     """
     depth = max(limit, KEYWORD_POOL)
     by_vector = vector_hits(candidates=candidates, embedding=embedding, limit=limit, min_similarity=recall_min)
@@ -182,7 +189,9 @@ def ranked_memories(
     if CONTEXT_WEIGHT:
         scores = fused_scores(rankings)
         first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
-        context = context_neighbours(candidates=candidates, ids=first, embedding=embedding)
+        context = context_neighbours(
+            candidates=candidates, ids=first, embedding=embedding, min_similarity=context_min if CONTEXT_FLOOR else -1.0
+        )
         for pk, value in context.similarity.items():
             similarity.setdefault(pk, value)
         rankings["vector"] = _vector_ranking(similarity, keep=rankings["vector"].keep)
@@ -303,6 +312,7 @@ def memory_recall(
         ),
         limit=limit,
         recall_min=embedder.thresholds.recall_min,
+        context_min=embedder.thresholds.context_min,
     )
     found_by = {hit.id: hit.found_by for hit in ranked}
     ids = [hit.id for hit in ranked]

@@ -32,5 +32,6 @@ def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int 
         languages=languages or ["simple"],
         limit=limit,
         recall_min=embedder.thresholds.recall_min,
+        context_min=embedder.thresholds.context_min,
     )
     return [hit.id for hit in ranked]

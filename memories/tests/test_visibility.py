@@ -98,7 +98,9 @@ def test_no_read_path_returns_an_invisible_memory(household):
                 for pk, _ in about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=[])
             }
             assert about <= recallable
-        context = context_neighbours(candidates=candidates, ids=sorted(recallable), embedding=embedding)
+        context = context_neighbours(
+            candidates=candidates, ids=sorted(recallable), embedding=embedding, min_similarity=-1.0
+        )
         assert set(context.similarity) <= recallable
         assert {pk for near in context.neighbours.values() for pk in near} <= recallable
         recalled = {
