@@ -15,10 +15,10 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from justai_core.locations import CLOUD, LOCAL
+
 logger = logging.getLogger(__name__)
 
-LOCAL = "local"
-CLOUD = "cloud"
 RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 

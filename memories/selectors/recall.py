@@ -7,7 +7,7 @@ from datetime import date
 from django.db import connection
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import vector_literal
 from memories.languages import language_name, languages_for_query
 from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX

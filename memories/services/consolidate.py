@@ -34,7 +34,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.matching import may_be_duplicates

@@ -8,7 +8,7 @@ import numpy as np
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.matching import may_be_duplicates

@@ -12,7 +12,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS

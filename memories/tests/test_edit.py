@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.edit import memory_edit, memory_note_add

@@ -19,8 +19,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from justai_memory import ai_router
-from justai_memory.errors import ApplicationError
+from justai_core import ai_router
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.languages import detection_languages, language_for, language_name
 from memories.locks import LockId, advisory_lock
