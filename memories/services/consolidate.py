@@ -47,6 +47,7 @@ from memories.models import (
     Provenance,
     RunStatus,
 )
+from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns, duplicate_scope_of
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
 from memories.services.access import access_of, add_accesses
 from memories.services.embeddings import active_embedder
@@ -344,7 +345,7 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
         if (
             first
             and second
-            and (first.scope, first.owner_id, first.room_id) == (second.scope, second.owner_id, second.room_id)
+            and duplicate_scope_of(first) == duplicate_scope_of(second)
             and may_be_duplicates(first.content, second.content)
         ):
             groups.union(a, b)
@@ -383,18 +384,17 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
 # Groups of active facts with the same scope/owner/room and normalised subject/predicate
 # (GROUP BY ... HAVING count > 1); in each, every row but the newest is superseded by the newest,
 # and memories those rows had superseded are pointed at the newest too.
-SUPERSEDE_SQL = """
+SUPERSEDE_SQL = f"""
 WITH keyed AS (
-    SELECT id, valid_at, created_at, scope,
-           coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
-           lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
-    FROM memories_memory
-    WHERE status = 'active' AND kind = 'fact' AND btrim(subject) <> '' AND btrim(predicate) <> ''
+    SELECT m.id, m.valid_at, m.created_at, {duplicate_scope_columns("m")},
+           lower(btrim(m.subject)) AS subject_key, lower(btrim(m.predicate)) AS predicate_key
+    FROM memories_memory m
+    WHERE m.status = 'active' AND m.kind = 'fact' AND btrim(m.subject) <> '' AND btrim(m.predicate) <> ''
 ),
 contested AS (
-    SELECT scope, owner_key, room_key, subject_key, predicate_key
+    SELECT {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
     FROM keyed
-    GROUP BY scope, owner_key, room_key, subject_key, predicate_key
+    GROUP BY {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
     HAVING count(*) > 1
 ),
 ranked AS (
@@ -402,9 +402,9 @@ ranked AS (
            first_value(k.id) OVER w AS newest,
            row_number() OVER w AS position
     FROM keyed k
-    JOIN contested USING (scope, owner_key, room_key, subject_key, predicate_key)
+    JOIN contested USING ({DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key)
     WINDOW w AS (
-        PARTITION BY scope, owner_key, room_key, subject_key, predicate_key
+        PARTITION BY {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
         ORDER BY k.valid_at DESC, k.created_at DESC, k.id DESC
     )
 ),

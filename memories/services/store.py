@@ -29,7 +29,7 @@ from memories.models import (
     Source,
     Tombstone,
 )
-from memories.scopes import scope_holders
+from memories.scopes import duplicate_scope_lock_key, duplicate_scope_of, duplicate_scope_q, scope_holders
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -107,10 +107,8 @@ def _validate(draft: MemoryDraft) -> None:
 
 
 def _duplicate_scope(draft: MemoryDraft):
-    """The active memories a draft may merge with (_in_duplicate_scope: the same rule for rows in memory)."""
-    return Memory.objects.active().in_duplicate_scope(
-        scope=draft.scope, owner_id=getattr(draft.owner, "pk", None), room_id=getattr(draft.room, "pk", None)
-    )
+    """The active memories a draft may merge with (memories.scopes: the same-scope rule)."""
+    return Memory.objects.active().filter(duplicate_scope_q(duplicate_scope_of(draft)))
 
 
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
@@ -118,24 +116,9 @@ def _duplicate_scope(draft: MemoryDraft):
 # lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
 # READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
 # not wait.
-def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None) -> int:
-    """The int4 lock key of a duplicate scope (collisions only make unrelated stores wait)."""
-    if scope == Scope.PRIVATE:
-        return (owner_id * 4) & 0x7FFFFFFF
-    if scope == Scope.ROOM:
-        return (room_id * 4 + 1) & 0x7FFFFFFF
-    return 2 if scope == Scope.SHARED else 3
-
-
 def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
     advisory_xact_locks_wait(
-        LockId.MEMORY_STORE,
-        keys=[
-            duplicate_scope_key(
-                scope=d.scope, owner_id=getattr(d.owner, "pk", None), room_id=getattr(d.room, "pk", None)
-            )
-            for d in drafts
-        ],
+        LockId.MEMORY_STORE, keys=[duplicate_scope_lock_key(duplicate_scope_of(d)) for d in drafts]
     )
 
 
@@ -154,14 +137,6 @@ def _record_blocks(*, tombstone_ids: list[int]) -> dict[int, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(RECORD_BLOCKS_SQL, [timezone.now(), tombstone_ids])
         return dict(cursor.fetchall())
-
-
-def _in_duplicate_scope(memory: Memory, draft: MemoryDraft) -> bool:
-    if draft.scope == Scope.PRIVATE:
-        return memory.owner_id == draft.owner.pk
-    if draft.scope == Scope.ROOM:
-        return memory.room_id == draft.room.pk
-    return memory.scope == draft.scope
 
 
 def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
@@ -340,7 +315,7 @@ def memory_store_batch(
     searches = []
     for index in open_items:
         draft = drafts[index]
-        key = (draft.scope, getattr(draft.owner, "pk", None), getattr(draft.room, "pk", None))
+        key = duplicate_scope_of(draft)
         if key not in scopes:
             scopes[key] = _duplicate_scope(draft)
         searches.append((scopes[key], embeddings[index]))
@@ -375,7 +350,7 @@ def memory_store_batch(
         norm = np.linalg.norm(embedding)
         for row, vector, vector_norm in touched.values():
             similarity = _similarity(vector, embedding, norm_a=vector_norm, norm_b=norm)
-            if _in_duplicate_scope(row, draft) and similarity >= threshold:
+            if duplicate_scope_of(row) == duplicate_scope_of(draft) and similarity >= threshold:
                 candidates.append((1 - similarity, row.pk or math.inf, row))
         candidates.sort(key=lambda candidate: candidate[:2])  # stable: new rows in the order they were made
         target = next(
