@@ -9,24 +9,21 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
 from justai_core.errors import ApplicationError
-from memories.languages import language_check, language_for
-from memories.limits import MAX_TEXT_CHARS
+from memories.languages import language_for
 from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
-from memories.scopes import scope_holders
 from memories.selectors.tombstones import tombstone_hits
 from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_fold
 from memories.services.store import (
-    CONTENT_EMPTY,
-    CONTENT_TOO_LONG,
     DUPLICATE_CANDIDATES,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
     duplicate_candidates,
+    memory_fields_validate,
     memory_store,
 )
 from people.models import Person, Room
@@ -133,15 +130,7 @@ def memory_edit(
     for name in changed:
         setattr(memory, name, changes[name])
 
-    memory.content = (memory.content or "").strip()
-    if not memory.content:
-        raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(memory.content) > MAX_TEXT_CHARS:
-        raise ApplicationError(CONTENT_TOO_LONG, field="content")
-    language_check(memory.language)
-    memory.subject = memory.subject.strip().lower()
-    memory.predicate = memory.predicate.strip().lower()
-    memory.owner, memory.room = scope_holders(scope=memory.scope, owner=memory.owner, room=memory.room)
+    memory_fields_validate(memory)
     try:
         memory.full_clean(exclude=["embedding", "search_vector"])
     except ValidationError as exc:

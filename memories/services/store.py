@@ -81,29 +81,42 @@ class MemoryDraft:
     valid_at: datetime | None = None
 
 
-def _validate(draft: MemoryDraft) -> None:
-    draft.content = (draft.content or "").strip()
-    if not draft.content:
+def memory_fields_validate(item: "MemoryDraft | Memory") -> None:
+    """The field rules every write of a memory shares (a new draft, an edited memory), applied in place.
+
+    The content is trimmed, not empty and at most ``MAX_TEXT_CHARS``; kind, provenance, source and
+    scope are among their choices; a private memory has an owner and a room memory a room, and
+    owner and room are what the scope keeps; the language is known; confidence and importance are
+    numbers from 0 to 1; subject and predicate are trimmed and lower-cased. ApplicationError names
+    the field at fault.
+    """
+    item.content = (item.content or "").strip()
+    if not item.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(draft.content) > MAX_TEXT_CHARS:
+    if len(item.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
-        if getattr(draft, name) not in choices.values:
+        if getattr(item, name) not in choices.values:
             raise ApplicationError(f"'{name}' must be one of: {', '.join(choices.values)}.", field=name)
-    if draft.scope == Scope.PRIVATE and draft.owner is None:
+    if item.scope == Scope.PRIVATE and item.owner is None:
         raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope")
-    if draft.scope == Scope.ROOM and draft.room is None:
+    if item.scope == Scope.ROOM and item.room is None:
         raise ApplicationError(ROOM_NEEDS_ROOM, field="room")
-    draft.owner, draft.room = scope_holders(scope=draft.scope, owner=draft.owner, room=draft.room)
-    language_check(draft.language)
+    item.owner, item.room = scope_holders(scope=item.scope, owner=item.owner, room=item.room)
+    language_check(item.language)
     for name in ("confidence", "importance"):
-        value = getattr(draft, name)
+        value = getattr(item, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise ApplicationError(f"'{name}' must be a number from 0 to 1.", field=name)
+    item.subject = item.subject.strip().lower()
+    item.predicate = item.predicate.strip().lower()
+
+
+def _validate(draft: MemoryDraft) -> None:
+    """A new draft: the shared field rules, then a guess's confidence capped (an edit may set it higher)."""
+    memory_fields_validate(draft)
     if draft.provenance == Provenance.INFERRED:
         draft.confidence = min(draft.confidence, INFERRED_MAX_CONFIDENCE)
-    draft.subject = draft.subject.strip().lower()
-    draft.predicate = draft.predicate.strip().lower()
 
 
 def _duplicate_scope(draft: MemoryDraft):
