@@ -49,9 +49,8 @@ from memories.models import (
 )
 from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns, duplicate_scope_of
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
-from memories.services.access import access_of, add_accesses
 from memories.services.embeddings import active_embedder
-from memories.services.fold import memories_fold
+from memories.services.fold import memories_merge_away
 
 logger = logging.getLogger(__name__)
 
@@ -315,15 +314,6 @@ FOLD_FIELDS = [
 ]
 
 
-# Memories that a merged-away memory had superseded now point at the one that stays.
-REPOINT_SQL = """
-UPDATE memories_memory m SET superseded_by_id = v.winner
-FROM unnest(%s::bigint[], %s::bigint[]) AS v(loser, winner)
-WHERE m.superseded_by_id = v.loser
-RETURNING m.id, v.winner
-"""
-
-
 def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Progress) -> list[Change]:
     """Collapse groups of near-identical active memories into their best member."""
     involved = sorted({pk for pair in candidates for pk in pair})
@@ -350,31 +340,21 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
         ):
             groups.union(a, b)
 
-    changes: list[Change] = []
-    winners: list[Memory] = []
-    accesses = {}  # the losers' access counts and latest access, added to the winner's
+    merges = []  # (winner, losers) per group: the best member stays
     for group in groups.groups():
         members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
-        winner, losers = members[0], members[1:]
-        memories_fold(kept=winner, others=losers)  # access counts: below, in one statement
-        winners.append(winner)
-        accesses[winner.pk] = access_of(losers)
-        changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
+        merges.append((members[0], members[1:]))
+    changes = [Change(Rule.MERGE, loser.pk, winner.pk) for winner, losers in merges for loser in losers]
 
     repoints: list[Change] = []
-    done, total = 0, len(changes) + len(winners)
-    for batch in _batches(changes):
+    done, total = 0, len(changes) + len(merges)
+    for batch in _batches(merges):
+        repointed = memories_merge_away(groups=batch)
+        repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in repointed]
         with connection.cursor() as cursor:
-            cursor.execute(REPOINT_SQL, [[c.memory_id for c in batch], [c.related_memory_id for c in batch]])
-            repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in cursor.fetchall()]
-        _delete([c.memory_id for c in batch])
-        done += len(batch)
-        report(Rule.MERGE, done, total)
-    for batch in _batches(winners):
-        with connection.cursor() as cursor:
-            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in batch] for name in FOLD_FIELDS)])
-        add_accesses({w.pk: accesses[w.pk] for w in batch})
-        done += len(batch)
+            winners = [winner for winner, _ in batch]
+            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in winners] for name in FOLD_FIELDS)])
+        done += len(batch) + sum(len(losers) for _, losers in batch)
         report(Rule.MERGE, done, total)
     return changes + repoints
 

@@ -13,10 +13,9 @@ from memories.languages import language_for
 from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.selectors.tombstones import tombstone_hits
-from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
-from memories.services.fold import memories_fold
+from memories.services.fold import memories_merge_away
 from memories.services.store import (
     DUPLICATE_CANDIDATES,
     MemoryDraft,
@@ -69,15 +68,6 @@ class EditResult:
     memory: Memory
     changed: list[str] = field(default_factory=list)
     merged_ids: list[int] = field(default_factory=list)
-
-
-def _fold_into(kept: Memory, other: Memory) -> None:
-    """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
-    memories_fold(kept=kept, others=[other])
-    add_accesses({kept.pk: access_of([other])})
-    # What the duplicate superseded now points to the memory that stays.
-    Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
-    other.delete()
 
 
 @transaction.atomic
@@ -166,7 +156,8 @@ def memory_edit(
         for other in candidates:
             if may_be_duplicates(other.content, memory.content):
                 merged_ids.append(other.pk)
-                _fold_into(memory, other)
+                # The edit's text stays; counts, scores and dates merge (the save below writes them).
+                memories_merge_away(groups=[(memory, [other])])
                 break
     memory.save()
     memory.refresh_from_db(fields=["search_vector"])
