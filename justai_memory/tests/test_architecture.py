@@ -1,5 +1,6 @@
 """The import direction (justai_core <- people <- memories <- transcripts <- API wiring), checked by import-linter."""
 
+import ast
 import configparser
 import os
 import subprocess
@@ -66,3 +67,40 @@ def test_the_core_may_not_import_an_app(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "justai_core.ai_router -> people.models" in result.stdout
+
+
+APP_PACKAGES = ("justai_core", "people", "memories", "transcripts", "justai_memory")
+MAX_FUNCTION_LINES = 80
+
+
+def function_lengths(root: Path) -> dict[str, int]:
+    """``{"memories/services/store.py:memory_store_batch": lines}`` for every function of the app code
+    under ``root`` (tests and migrations left out), decorators and docstring included."""
+    lengths = {}
+    for package in APP_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if {"tests", "migrations"} & set(path.relative_to(root).parts):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    lengths[f"{path.relative_to(root)}:{node.name}"] = node.end_lineno - first + 1
+    return lengths
+
+
+def test_no_function_of_the_app_code_is_longer_than_80_lines():
+    lengths = function_lengths(Path(settings.BASE_DIR))
+    assert len(lengths) > 500 and "memories/services/store.py:memory_store_batch" in lengths
+    long = {name: lines for name, lines in lengths.items() if lines > MAX_FUNCTION_LINES}
+    assert not long, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {long}"
+
+
+def test_the_function_length_check_counts_decorators_and_bodies(tmp_path):
+    (tmp_path / "memories").mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    (tmp_path / "memories" / "long.py").write_text(f"@decorated\ndef long():\n{body}\n\n\ndef short():\n    pass\n")
+    (tmp_path / "memories" / "tests").mkdir()
+    (tmp_path / "memories" / "tests" / "test_long.py").write_text(f"def test_long():\n{body}\n")
+    for package in set(APP_PACKAGES) - {"memories"}:
+        (tmp_path / package).mkdir()
+    assert function_lengths(tmp_path) == {"memories/long.py:long": 82, "memories/long.py:short": 2}
