@@ -3,6 +3,7 @@
 import ast
 import configparser
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,20 @@ def test_the_function_length_check_counts_decorators_and_bodies(tmp_path):
     for package in set(APP_PACKAGES) - {"memories"}:
         (tmp_path / package).mkdir()
     assert function_lengths(tmp_path) == {"memories/long.py:long": 82, "memories/long.py:short": 2}
+
+
+WRITE_SQL = re.compile(r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+(\s+AS\s+\w+)?\s+SET)\b", re.IGNORECASE)
+
+
+def test_selectors_hold_no_writing_sql():
+    """Selectors read; a write (recall's access bump included) is a service's, which the selector calls."""
+    root = Path(settings.BASE_DIR)
+    selectors = [*root.glob("*/selectors.py"), *root.glob("*/selectors/*.py")]
+    assert any(path.name == "recall.py" for path in selectors)
+    writes = {
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in selectors
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and WRITE_SQL.search(node.value)
+    }
+    assert not writes, f"SQL that writes, in a selector: {sorted(writes)}"
