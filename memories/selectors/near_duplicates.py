@@ -112,7 +112,7 @@ def _session_settings(cursor, wanted: dict[str, str]) -> Iterator[None]:
 _DEFAULTS = {"enable_nestloop": "on", "work_mem": "4MB"}
 
 
-def _unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
+def unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
     """The active ones of ``ids`` and their vectors scaled to length 1 (a row each), as float32."""
     cursor.execute(VECTORS_SQL, {"ids": ids})
     rows = cursor.fetchall()
@@ -186,7 +186,7 @@ def _run(
 
 def _assign(cursor, params: dict) -> list[tuple[int, int]]:
     """(cluster, id) of the memories ``params["ids"]``: see _clusters."""
-    ids, vectors = _unit_vectors(cursor, params["ids"])
+    ids, vectors = unit_vectors(cursor, params["ids"])
     if not ids:
         return []
     rows, clusters = _clusters(vectors, params["centroids"])
@@ -231,7 +231,7 @@ def near_duplicate_pairs(*, threshold: float, progress: Progress | None = None) 
         return set()
     parallel = len(ids) >= PARALLEL_FROM and not connection.in_atomic_block
     with connection.cursor() as cursor:
-        _, centroids = _unit_vectors(cursor, ids[::CLUSTER_SIZE])
+        _, centroids = unit_vectors(cursor, ids[::CLUSTER_SIZE])
     batches = [
         (len(ids[start : start + ASSIGN_BATCH]), {"ids": ids[start : start + ASSIGN_BATCH], "centroids": centroids})
         for start in range(0, len(ids), ASSIGN_BATCH)
