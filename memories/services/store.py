@@ -81,7 +81,7 @@ class MemoryDraft:
     valid_at: datetime | None = None
 
 
-def memory_fields_validate(item: "MemoryDraft | Memory") -> None:
+def memory_fields_validate(item: MemoryDraft | Memory) -> None:
     """The field rules every write of a memory shares (a new draft, an edited memory), applied in place.
 
     The content is trimmed, not empty and at most ``MAX_TEXT_CHARS``; kind, provenance, source and
