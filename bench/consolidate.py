@@ -366,7 +366,7 @@ def pair_recall(
     product (float32; pairs within 1e-4 of the threshold are left out, where rounding could decide)."""
     from django.db import connection
 
-    from memories.selectors.near_duplicates import _unit_vectors
+    from memories.selectors.near_duplicates import unit_vectors
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -374,7 +374,7 @@ def pair_recall(
             "FROM memories_memory WHERE status = 'active' ORDER BY id"
         )
         partition = dict(cursor.fetchall())
-        ids, vectors = _unit_vectors(cursor, list(partition))
+        ids, vectors = unit_vectors(cursor, list(partition))
     keys = np.array([partition[pk] for pk in ids])
     rows = np.random.default_rng(seed).choice(len(ids), size=min(sample, len(ids)), replace=False)
     similarity = vectors[rows] @ vectors.T

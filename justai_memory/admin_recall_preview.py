@@ -12,11 +12,12 @@ from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import path
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
+from justai_core.locations import LOCAL, MODEL_LOCATIONS
 from memories.admin import MemoryAdmin
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory
-from memories.selectors.privacy import LOCAL, MODEL_LOCATIONS, model_location_of
+from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
 from people.models import Person, Room
 from transcripts.models import Conversation

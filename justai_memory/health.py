@@ -10,7 +10,7 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
-from justai_memory.ai_router import provider_status
+from justai_core.ai_router import provider_status
 
 REQUIRED = ("database", "embedder", "cluster")
 HEARTBEAT_MAX_AGE = timedelta(minutes=1)

@@ -12,7 +12,7 @@ from django.core import signing
 from django.db import transaction
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.selectors.person import person_forget_block_counts, person_memories
 from memories.services.forget import FORGET_TOKEN_TTL, private_memories_delete
 from people.models import Person

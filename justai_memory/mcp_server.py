@@ -29,12 +29,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
+from justai_core.errors import ApplicationError
 from justai_memory.api.auth import API_CLOSED, authorization_valid
 from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
 from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
 from justai_memory.api.tools import TOOLS
-from justai_memory.errors import ApplicationError
 from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
 from memories.selectors.privacy import CLOUD, MODEL_LOCATIONS

@@ -284,7 +284,7 @@ def prepare() -> None:
     from django.db import connection
 
     django.setup()
-    from justai_memory.ai_router import location_warnings
+    from justai_core.ai_router import location_warnings
 
     for warning in location_warnings():  # an explicit AI_<ROLE>_LOCATION=local on a public address
         logger.warning(warning)

@@ -2,7 +2,7 @@
 
 import logging
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.services.consolidate import memories_consolidate, memories_consolidate_queued
 

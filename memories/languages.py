@@ -13,7 +13,7 @@ import re
 from django.conf import settings
 from django.conf.locale import LANG_INFO
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from people.models import LANGUAGE_CODE_REGEX  # the code format, defined by the bottom app that first stores one
 
 TEXT_SEARCH_CONFIGS = {

@@ -101,17 +101,6 @@ class MemoryQuerySet(models.QuerySet):
         """What a speaker (a Person, or None when unknown) in a room may see."""
         return self.filter(visibility_q(speaker=speaker, room=room))
 
-    def in_duplicate_scope(self, *, scope: str, owner_id: int | None, room_id: int | None):
-        """The memories one of this scope may be a duplicate of: the same scope, owner or room."""
-        # The scope constraints make these equivalent to (scope, owner, room); one column each gives
-        # PostgreSQL a row estimate it gets right (the three together it underestimates, and then
-        # ranks thousands of rows exactly instead of using the HNSW index).
-        if scope == Scope.PRIVATE:
-            return self.filter(owner_id=owner_id)
-        if scope == Scope.ROOM:
-            return self.filter(room_id=room_id)
-        return self.filter(scope=scope)
-
 
 class LanguageSearchVector(Func):
     """to_tsvector in the memory's language plus 'simple' (so names and numbers match as typed).

@@ -9,7 +9,7 @@ import re
 from django.db import IntegrityError, transaction
 from django.db.models import PROTECT
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from people.models import LANGUAGE_CODE_REGEX, Person, Room
 
 MAX_NAME_CHARS = 100

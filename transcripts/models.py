@@ -2,14 +2,9 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 
+from justai_core.locations import ModelLocation
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.models import choices_constraint
-from memories.selectors import privacy
-
-
-class ModelLocation(models.TextChoices):
-    LOCAL = privacy.LOCAL
-    CLOUD = privacy.CLOUD
 
 
 class ExtractionStatus(models.TextChoices):

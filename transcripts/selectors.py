@@ -8,7 +8,7 @@ from django.db.models import Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Length, Trim
 from django_q.models import OrmQ, Schedule
 
-from justai_memory import ai_router
+from justai_core import ai_router
 from transcripts.models import Conversation, Event, ExtractionStatus, Role, Sighting, Turn
 
 WORKING_MEMORY_TURNS = 30

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.http import HttpRequest
 from ninja.security.http import HttpBearer
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 
 API_CLOSED = "The internal API is closed: no INTERNAL_API_TOKENS configured."
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.limits import (
     EARLIEST_TIMESTAMP,

@@ -5,11 +5,12 @@ from typing import Literal
 from ninja import Router, Schema, Status
 from pydantic import Field
 
+from justai_core.locations import ModelLocation
 from justai_memory.api.common import ERRORS, Id, Input, LanguageCode, Text, lookup
 from justai_memory.api.memories import TurnOut
 from memories.limits import MAX_TURNS_PER_CALL
 from people.models import Person, Room
-from transcripts.models import Conversation, ModelLocation, Role
+from transcripts.models import Conversation, Role
 from transcripts.selectors import working_memory
 from transcripts.services.conversations import TurnDraft, conversation_end, conversation_start, turns_append
 

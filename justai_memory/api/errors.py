@@ -16,8 +16,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from justai_core.errors import ApplicationError
 from justai_memory.api.parser import BODY_NOT_OBJECT, BODY_TOO_LARGE
-from justai_memory.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
 

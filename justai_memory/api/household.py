@@ -7,12 +7,13 @@ from ninja import Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import Field
 
+from justai_core.locations import MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Page, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
 from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
 from memories.selectors.person import person_memories
-from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
+from memories.selectors.privacy import memories_allowed_or_refuse
 from memories.services.forget import forget_everything_request_create
 from people.models import Person, Room
 from people.services import (

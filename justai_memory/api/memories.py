@@ -7,11 +7,12 @@ from ninja import Router, Schema, Status
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from justai_core.errors import ApplicationError
+from justai_core.locations import MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
-from justai_memory.errors import ApplicationError
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
-from memories.selectors.privacy import MODEL_LOCATIONS, model_location_of
+from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember

@@ -7,7 +7,7 @@ import re
 from django.http import HttpRequest
 from ninja.parser import Parser
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
 BODY_TOO_LARGE = f"The body is larger than {MAX_BODY_BYTES} bytes."

@@ -6,10 +6,11 @@ from ninja import Query, Router, Schema
 from ninja.pagination import paginate
 from pydantic import Field
 
+from justai_core.locations import MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, Page, lookup
 from memories.models import Kind
 from memories.selectors.person import procedures_for
-from memories.selectors.privacy import MODEL_LOCATIONS, memories_allowed_or_refuse
+from memories.selectors.privacy import memories_allowed_or_refuse
 from people.models import Person, Room
 
 router = Router(tags=["memories"])

@@ -112,7 +112,7 @@ def project_names() -> frozenset[str]:
             if "tests" not in path.relative_to(ROOT).parts:
                 names |= names_in_python(path.read_text(), settings_module=False)
     # The API keys' names come from the provider presets (AI_<ROLE>_API_KEY_ENV names the variable).
-    from justai_memory.ai_router import PRESETS
+    from justai_core.ai_router import PRESETS
 
     names |= {preset.api_key_env for preset in PRESETS.values() if preset.api_key_env}
     return frozenset(names)

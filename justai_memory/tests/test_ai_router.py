@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from justai_memory.ai_router import AIRouterError, chat_complete, location_of, location_warnings, provider_for
+from justai_core.ai_router import AIRouterError, chat_complete, location_of, location_warnings, provider_for
 from transcripts.tests.fake_llm import FakeLLM
 from transcripts.tests.helpers import memory_role
 

@@ -12,9 +12,9 @@ import pytest
 from django.core.handlers.asgi import ASGIRequest
 from django.urls import resolve
 
+from justai_core.errors import ApplicationError
 from justai_memory.api.main import api as ninja_api
 from justai_memory.api.parser import json_depth
-from justai_memory.errors import ApplicationError
 from memories.limits import MAX_BODY_BYTES, MAX_ID, MAX_JSON_DEPTH
 from memories.models import AuditEvent, ForgetRequest, Memory, Tombstone
 from memories.services.forget import memories_forget

@@ -1,7 +1,9 @@
-"""The import direction (people <- memories <- transcripts <- API wiring), checked by import-linter's contract."""
+"""The import direction (justai_core <- people <- memories <- transcripts <- API wiring), checked by import-linter."""
 
+import ast
 import configparser
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,16 +27,27 @@ def test_the_apps_import_only_downwards():
     assert "1 kept, 0 broken" in result.stdout
 
 
-def test_the_contract_stacks_the_four_apps_in_order():
+def contract() -> configparser.SectionProxy:
     config = configparser.ConfigParser()
     config.read(CONFIG)
-    contract = config["importlinter:contract:apps-stack"]
-    assert contract["type"] == "layers"
-    assert contract["layers"].split() == ["justai_memory", "transcripts", "memories", "people"]
+    return config["importlinter:contract:apps-stack"]
+
+
+def test_the_contract_stacks_the_four_apps_in_order_on_the_core():
+    assert contract()["type"] == "layers"
+    assert contract()["layers"].split() == ["justai_memory", "transcripts", "memories", "people", "justai_core"]
+
+
+def test_only_tests_may_import_upwards():
+    """No exception for code: every ignored import starts in a tests package."""
+    ignored = [line.strip() for line in contract()["ignore_imports"].splitlines() if line.strip()]
+    assert ignored
+    code = [line for line in ignored if not line.startswith("#") and ".tests." not in line.split("->")[0]]
+    assert not code, f"the layer contract ignores imports of code: {code}"
 
 
 def test_the_contract_breaks_on_an_import_upwards(tmp_path):
-    for package in ("people", "memories", "transcripts", "justai_memory"):
+    for package in ("people", "memories", "transcripts", "justai_memory", "justai_core"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "memories" / "views.py").write_text("import transcripts.models\n")
@@ -43,3 +56,69 @@ def test_the_contract_breaks_on_an_import_upwards(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "memories.views -> transcripts.models" in result.stdout
+
+
+def test_the_core_may_not_import_an_app(tmp_path):
+    for package in ("people", "memories", "transcripts", "justai_memory", "justai_core"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "justai_core" / "ai_router.py").write_text("import people.models\n")
+    (tmp_path / "people" / "models.py").write_text("")
+    (tmp_path / ".importlinter").write_text(CONFIG.read_text())
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "justai_core.ai_router -> people.models" in result.stdout
+
+
+APP_PACKAGES = ("justai_core", "people", "memories", "transcripts", "justai_memory")
+MAX_FUNCTION_LINES = 80
+
+
+def function_lengths(root: Path) -> dict[str, int]:
+    """``{"memories/services/store.py:memory_store_batch": lines}`` for every function of the app code
+    under ``root`` (tests and migrations left out), decorators and docstring included."""
+    lengths = {}
+    for package in APP_PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if {"tests", "migrations"} & set(path.relative_to(root).parts):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    lengths[f"{path.relative_to(root)}:{node.name}"] = node.end_lineno - first + 1
+    return lengths
+
+
+def test_no_function_of_the_app_code_is_longer_than_80_lines():
+    lengths = function_lengths(Path(settings.BASE_DIR))
+    assert len(lengths) > 500 and "memories/services/store.py:memory_store_batch" in lengths
+    long = {name: lines for name, lines in lengths.items() if lines > MAX_FUNCTION_LINES}
+    assert not long, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {long}"
+
+
+def test_the_function_length_check_counts_decorators_and_bodies(tmp_path):
+    (tmp_path / "memories").mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(80))
+    (tmp_path / "memories" / "long.py").write_text(f"@decorated\ndef long():\n{body}\n\n\ndef short():\n    pass\n")
+    (tmp_path / "memories" / "tests").mkdir()
+    (tmp_path / "memories" / "tests" / "test_long.py").write_text(f"def test_long():\n{body}\n")
+    for package in set(APP_PACKAGES) - {"memories"}:
+        (tmp_path / package).mkdir()
+    assert function_lengths(tmp_path) == {"memories/long.py:long": 82, "memories/long.py:short": 2}
+
+
+WRITE_SQL = re.compile(r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+(\s+AS\s+\w+)?\s+SET)\b", re.IGNORECASE)
+
+
+def test_selectors_hold_no_writing_sql():
+    """Selectors read; a write (recall's access bump included) is a service's, which the selector calls."""
+    root = Path(settings.BASE_DIR)
+    selectors = [*root.glob("*/selectors.py"), *root.glob("*/selectors/*.py")]
+    assert any(path.name == "recall.py" for path in selectors)
+    writes = {
+        f"{path.relative_to(root)}:{node.lineno}"
+        for path in selectors
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and WRITE_SQL.search(node.value)
+    }
+    assert not writes, f"SQL that writes, in a selector: {sorted(writes)}"

@@ -5,7 +5,7 @@ from django_q.brokers import get_broker
 from django_q.signing import SignedPackage
 from django_q.status import Stat, Status
 
-from justai_memory.ai_router import provider_status
+from justai_core.ai_router import provider_status
 from transcripts.tests.conftest import memory_role
 from transcripts.tests.fake_llm import FakeLLM
 

@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 from django.core.management import CommandError, call_command
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from justai_memory.household import person_delete, person_delete_confirm, person_delete_request, person_export
 from memories.models import AuditEvent, ForgetRequest, Memory, Scope, Tombstone
 from memories.services.forget import forget_request_create, memories_forget

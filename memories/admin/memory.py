@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.admin.base import memory_link
 from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter

@@ -10,6 +10,7 @@ from memories.embedders import Embedder
 from memories.languages import MAIN_LANGUAGES, text_search_config
 from memories.matching import may_be_duplicates
 from memories.models import Memory
+from memories.scopes import duplicate_scope_of, duplicate_scope_q
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
 from memories.services.embeddings import active_embedder
@@ -130,9 +131,7 @@ def forget_with_duplicates(*, memory_ids: list[int], visible) -> list[int]:
         "pk", "content", "embedding", "scope", "owner_id", "room_id"
     )
     for memory in originals:
-        candidates = Memory.objects.active().in_duplicate_scope(
-            scope=memory.scope, owner_id=memory.owner_id, room_id=memory.room_id
-        )
+        candidates = Memory.objects.active().filter(duplicate_scope_q(duplicate_scope_of(memory)))
         limit = DUPLICATES_PAGE
         while True:
             near = nearest_memories(

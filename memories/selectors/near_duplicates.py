@@ -33,6 +33,7 @@ import numpy as np
 from django.db import DatabaseError, connection
 
 from memories.models import Memory
+from memories.scopes import duplicate_scope_columns, duplicate_scope_join
 
 CLUSTER_SIZE = 250  # active memories per centroid
 # A memory joins the clusters of its NEAREST nearest centroids that are at most MARGIN (cosine
@@ -56,9 +57,9 @@ SELECT id, vector_send(embedding) FROM memories_memory WHERE id = ANY(%(ids)s::b
 # ``member`` holds a copy of each vector (subvector of all of it): the stored one is TOASTed and would
 # be read and unpacked again for every comparison. Owner and room are never 0 (ids start at 1). The
 # ids twice: "m.id = ANY" reads just those rows by primary key, the join adds their clusters.
-PAIRS_SQL = """
+PAIRS_SQL = f"""
 WITH member AS MATERIALIZED (
-    SELECT w.cluster, m.id, m.scope, coalesce(m.owner_id, 0) AS owner_key, coalesce(m.room_id, 0) AS room_key,
+    SELECT w.cluster, m.id, {duplicate_scope_columns("m")},
            subvector(m.embedding, 1, vector_dims(m.embedding)) AS embedding
     FROM unnest(%(clusters)s::integer[], %(ids)s::bigint[]) AS w(cluster, id)
     JOIN memories_memory m ON m.id = w.id
@@ -66,8 +67,7 @@ WITH member AS MATERIALIZED (
 )
 SELECT x.id, y.id
 FROM member x
-JOIN member y ON y.cluster = x.cluster AND y.scope = x.scope AND y.owner_key = x.owner_key
-    AND y.room_key = x.room_key AND y.id > x.id
+JOIN member y ON y.cluster = x.cluster AND {duplicate_scope_join("x", "y")} AND y.id > x.id
 WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
 """
 
@@ -112,7 +112,7 @@ def _session_settings(cursor, wanted: dict[str, str]) -> Iterator[None]:
 _DEFAULTS = {"enable_nestloop": "on", "work_mem": "4MB"}
 
 
-def _unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
+def unit_vectors(cursor, ids: list[int]) -> tuple[list[int], np.ndarray]:
     """The active ones of ``ids`` and their vectors scaled to length 1 (a row each), as float32."""
     cursor.execute(VECTORS_SQL, {"ids": ids})
     rows = cursor.fetchall()
@@ -186,7 +186,7 @@ def _run(
 
 def _assign(cursor, params: dict) -> list[tuple[int, int]]:
     """(cluster, id) of the memories ``params["ids"]``: see _clusters."""
-    ids, vectors = _unit_vectors(cursor, params["ids"])
+    ids, vectors = unit_vectors(cursor, params["ids"])
     if not ids:
         return []
     rows, clusters = _clusters(vectors, params["centroids"])
@@ -231,7 +231,7 @@ def near_duplicate_pairs(*, threshold: float, progress: Progress | None = None) 
         return set()
     parallel = len(ids) >= PARALLEL_FROM and not connection.in_atomic_block
     with connection.cursor() as cursor:
-        _, centroids = _unit_vectors(cursor, ids[::CLUSTER_SIZE])
+        _, centroids = unit_vectors(cursor, ids[::CLUSTER_SIZE])
     batches = [
         (len(ids[start : start + ASSIGN_BATCH]), {"ids": ids[start : start + ASSIGN_BATCH], "centroids": centroids})
         for start in range(0, len(ids), ASSIGN_BATCH)

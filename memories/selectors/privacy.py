@@ -5,12 +5,9 @@ resolves where that model runs with ``model_location_of`` and asks ``memories_al
 it says no, the path answers with the memories withheld and the reason, never with their text.
 """
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
+from justai_core.locations import CLOUD, LOCAL, MODEL_LOCATIONS
 from people.models import Household
-
-LOCAL = "local"
-CLOUD = "cloud"
-MODEL_LOCATIONS = (LOCAL, CLOUD)
 
 MODEL_LOCATION_REQUIRED = (
     "'model_location' is required without a conversation_id: 'local' or 'cloud', where the model that "

@@ -7,7 +7,7 @@ from datetime import date
 from django.db import connection
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import vector_literal
 from memories.languages import language_name, languages_for_query
 from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
@@ -18,6 +18,7 @@ from memories.selectors.fusion import Found, Fused, Ranking, fuse, fused_scores
 from memories.selectors.keywords import KeywordHit, keyword_hits, keyword_statistics
 from memories.selectors.nearest import nearest_memories, table_where
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for, model_location_of
+from memories.services.access import memories_read
 from memories.services.embeddings import active_embedder
 
 logger = logging.getLogger(__name__)
@@ -325,39 +326,26 @@ def memory_recall(
     return RecallResult(memories=memories, prompt=prompt_block(memories=memories, language=language))
 
 
-# The recalled memories with their similarity to the query, in one statement with the access bump
-# when there is one (a data-modifying WITH). The bump goes to the narrow MemoryAccess table, never to
-# the memory's own row (see MemoryAccess). Outside a transaction it commits asynchronously
-# (set_config(..., true) lasts until the end of the statement's own transaction): a count lost in a
-# crash does no harm, and recall does not wait for the disk before every answer. Inside a caller's
-# transaction it is a plain write, so the caller's commit stays synchronous. Only memories that still
-# exist are bumped (one forgotten since the search is skipped).
+# The recalled memories with their similarity to the query. With the access bump they are read by
+# memories.services.access.memories_read, which counts the read in the same statement.
 LOAD_COLUMNS = "id, content, language, kind, provenance, scope, valid_at, 1 - (embedding <=> %s::vector)"
 LOAD_SQL = f"SELECT {LOAD_COLUMNS} FROM memories_memory WHERE id = ANY(%s)"
-LOAD_AND_RECORD_ACCESS_SQL = (
-    "WITH bump AS (INSERT INTO memories_memoryaccess AS a (memory_id, count, last_accessed_at) "
-    "SELECT id, 1, %s FROM memories_memory WHERE id = ANY(%s){asynchronous} "
-    "ON CONFLICT (memory_id) DO UPDATE SET count = a.count + 1, last_accessed_at = EXCLUDED.last_accessed_at) "
-    + LOAD_SQL
-)
-ASYNCHRONOUS_COMMIT = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
 def _load(*, ids: list[int], embedding, record_access: bool, found_by: dict) -> list[RecalledMemory]:
     """The recalled memories in ``ids`` order, each with its similarity to the query.
 
-    With ``record_access`` their access_count and last_accessed_at are bumped by the same statement.
+    With ``record_access`` their access_count and last_accessed_at are bumped by the same statement
+    (the access service's one call).
     """
-    vector = vector_literal(embedding)
+    params = [vector_literal(embedding), ids]
     if record_access:
-        asynchronous = "" if connection.in_atomic_block else ASYNCHRONOUS_COMMIT
-        sql = LOAD_AND_RECORD_ACCESS_SQL.format(asynchronous=asynchronous)
-        params = [timezone.now(), ids, vector, ids]
+        rows = memories_read(ids=ids, read_sql=LOAD_SQL, read_params=params)
     else:
-        sql, params = LOAD_SQL, [vector, ids]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        by_id = {row[0]: row for row in cursor.fetchall()}
+        with connection.cursor() as cursor:
+            cursor.execute(LOAD_SQL, params)
+            rows = cursor.fetchall()
+    by_id = {row[0]: row for row in rows}
     return [
         RecalledMemory(
             id=pk,

@@ -34,7 +34,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django_q.tasks import async_task
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.matching import may_be_duplicates
@@ -47,10 +47,10 @@ from memories.models import (
     Provenance,
     RunStatus,
 )
+from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns, duplicate_scope_of
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
-from memories.services.access import access_of, add_accesses
 from memories.services.embeddings import active_embedder
-from memories.services.fold import memories_fold
+from memories.services.fold import memories_merge_away
 
 logger = logging.getLogger(__name__)
 
@@ -314,15 +314,6 @@ FOLD_FIELDS = [
 ]
 
 
-# Memories that a merged-away memory had superseded now point at the one that stays.
-REPOINT_SQL = """
-UPDATE memories_memory m SET superseded_by_id = v.winner
-FROM unnest(%s::bigint[], %s::bigint[]) AS v(loser, winner)
-WHERE m.superseded_by_id = v.loser
-RETURNING m.id, v.winner
-"""
-
-
 def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Progress) -> list[Change]:
     """Collapse groups of near-identical active memories into their best member."""
     involved = sorted({pk for pair in candidates for pk in pair})
@@ -344,36 +335,26 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
         if (
             first
             and second
-            and (first.scope, first.owner_id, first.room_id) == (second.scope, second.owner_id, second.room_id)
+            and duplicate_scope_of(first) == duplicate_scope_of(second)
             and may_be_duplicates(first.content, second.content)
         ):
             groups.union(a, b)
 
-    changes: list[Change] = []
-    winners: list[Memory] = []
-    accesses = {}  # the losers' access counts and latest access, added to the winner's
+    merges = []  # (winner, losers) per group: the best member stays
     for group in groups.groups():
         members = sorted((rows[pk] for pk in group), key=_winner_key, reverse=True)
-        winner, losers = members[0], members[1:]
-        memories_fold(kept=winner, others=losers)  # access counts: below, in one statement
-        winners.append(winner)
-        accesses[winner.pk] = access_of(losers)
-        changes += [Change(Rule.MERGE, loser.pk, winner.pk) for loser in losers]
+        merges.append((members[0], members[1:]))
+    changes = [Change(Rule.MERGE, loser.pk, winner.pk) for winner, losers in merges for loser in losers]
 
     repoints: list[Change] = []
-    done, total = 0, len(changes) + len(winners)
-    for batch in _batches(changes):
+    done, total = 0, len(changes) + len(merges)
+    for batch in _batches(merges):
+        repointed = memories_merge_away(groups=batch)
+        repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in repointed]
         with connection.cursor() as cursor:
-            cursor.execute(REPOINT_SQL, [[c.memory_id for c in batch], [c.related_memory_id for c in batch]])
-            repoints += [Change(Rule.REPOINT, pk, winner) for pk, winner in cursor.fetchall()]
-        _delete([c.memory_id for c in batch])
-        done += len(batch)
-        report(Rule.MERGE, done, total)
-    for batch in _batches(winners):
-        with connection.cursor() as cursor:
-            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in batch] for name in FOLD_FIELDS)])
-        add_accesses({w.pk: accesses[w.pk] for w in batch})
-        done += len(batch)
+            winners = [winner for winner, _ in batch]
+            cursor.execute(FOLD_SQL, [now, *([getattr(w, name) for w in winners] for name in FOLD_FIELDS)])
+        done += len(batch) + sum(len(losers) for _, losers in batch)
         report(Rule.MERGE, done, total)
     return changes + repoints
 
@@ -383,18 +364,17 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
 # Groups of active facts with the same scope/owner/room and normalised subject/predicate
 # (GROUP BY ... HAVING count > 1); in each, every row but the newest is superseded by the newest,
 # and memories those rows had superseded are pointed at the newest too.
-SUPERSEDE_SQL = """
+SUPERSEDE_SQL = f"""
 WITH keyed AS (
-    SELECT id, valid_at, created_at, scope,
-           coalesce(owner_id, 0) AS owner_key, coalesce(room_id, 0) AS room_key,
-           lower(btrim(subject)) AS subject_key, lower(btrim(predicate)) AS predicate_key
-    FROM memories_memory
-    WHERE status = 'active' AND kind = 'fact' AND btrim(subject) <> '' AND btrim(predicate) <> ''
+    SELECT m.id, m.valid_at, m.created_at, {duplicate_scope_columns("m")},
+           lower(btrim(m.subject)) AS subject_key, lower(btrim(m.predicate)) AS predicate_key
+    FROM memories_memory m
+    WHERE m.status = 'active' AND m.kind = 'fact' AND btrim(m.subject) <> '' AND btrim(m.predicate) <> ''
 ),
 contested AS (
-    SELECT scope, owner_key, room_key, subject_key, predicate_key
+    SELECT {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
     FROM keyed
-    GROUP BY scope, owner_key, room_key, subject_key, predicate_key
+    GROUP BY {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
     HAVING count(*) > 1
 ),
 ranked AS (
@@ -402,9 +382,9 @@ ranked AS (
            first_value(k.id) OVER w AS newest,
            row_number() OVER w AS position
     FROM keyed k
-    JOIN contested USING (scope, owner_key, room_key, subject_key, predicate_key)
+    JOIN contested USING ({DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key)
     WINDOW w AS (
-        PARTITION BY scope, owner_key, room_key, subject_key, predicate_key
+        PARTITION BY {DUPLICATE_SCOPE_KEYS}, subject_key, predicate_key
         ORDER BY k.valid_at DESC, k.created_at DESC, k.id DESC
     )
 ),

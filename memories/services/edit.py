@@ -8,25 +8,21 @@ import numpy as np
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 
-from justai_memory.errors import ApplicationError
-from memories.languages import language_check, language_for
-from memories.limits import MAX_TEXT_CHARS
+from justai_core.errors import ApplicationError
+from memories.languages import language_for
 from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
-from memories.scopes import scope_holders
 from memories.selectors.tombstones import tombstone_hits
-from memories.services.access import access_of, add_accesses
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
-from memories.services.fold import memories_fold
+from memories.services.fold import memories_merge_away
 from memories.services.store import (
-    CONTENT_EMPTY,
-    CONTENT_TOO_LONG,
     DUPLICATE_CANDIDATES,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
     duplicate_candidates,
+    memory_fields_validate,
     memory_store,
 )
 from people.models import Person, Room
@@ -74,15 +70,6 @@ class EditResult:
     merged_ids: list[int] = field(default_factory=list)
 
 
-def _fold_into(kept: Memory, other: Memory) -> None:
-    """Fold a duplicate into the edited memory: the edit's text stays; counts, scores and dates merge."""
-    memories_fold(kept=kept, others=[other])
-    add_accesses({kept.pk: access_of([other])})
-    # What the duplicate superseded now points to the memory that stays.
-    Memory.objects.filter(superseded_by=other).update(superseded_by=kept)
-    other.delete()
-
-
 @transaction.atomic
 def memory_edit(
     *,
@@ -110,83 +97,81 @@ def memory_edit(
     ``duplicate`` threshold, same numbers and dates) is merged into the edited memory, which keeps
     the admin's text; its counts and dates are added, and it is audited as 'merged'.
     """
-    given = {
-        "content": content,
-        "kind": kind,
-        "language": language,
-        "provenance": provenance,
-        "confidence": confidence,
-        "importance": importance,
-        "scope": scope,
-        "owner": owner,
-        "room": room,
-        "about": about,
-        "subject": subject,
-        "predicate": predicate,
-        "valid_at": valid_at,
-    }
-    changes = {name: value for name, value in given.items() if value is not UNCHANGED}
+    given = {name: value for name, value in locals().items() if name in EDITABLE_FIELDS}
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
-    changed = [name for name, value in changes.items() if getattr(memory, name) != value]
+    changed = _apply_changes(memory, {name: value for name, value in given.items() if value is not UNCHANGED})
     if not changed:
         return EditResult(memory=memory)
+    _validate_edited(memory)
+    embedder = active_embedder()
+    if "content" in changed:
+        _re_embed(memory, embedder=embedder)
+    merged_ids: list[int] = []
+    if memory.status == Status.ACTIVE and {"content", "scope", "owner", "room"} & set(changed):
+        merged_ids = _merge_duplicate_into(memory, threshold=embedder.thresholds.duplicate)
+    memory.save()
+    memory.refresh_from_db(fields=["search_vector"])
+    _audit_edit(memory, actor=actor, merged_ids=merged_ids)
+    logger.info("memory %s edited by %s (fields %s, merged %s)", memory.pk, actor, ",".join(changed), merged_ids)
+    return EditResult(memory=memory, changed=changed, merged_ids=merged_ids)
+
+
+def _apply_changes(memory: Memory, changes: dict) -> list[str]:
+    """Set the given fields that differ from the memory's; returns their names."""
+    changed = [name for name, value in changes.items() if getattr(memory, name) != value]
     for name in changed:
         setattr(memory, name, changes[name])
+    return changed
 
-    memory.content = (memory.content or "").strip()
-    if not memory.content:
-        raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(memory.content) > MAX_TEXT_CHARS:
-        raise ApplicationError(CONTENT_TOO_LONG, field="content")
-    language_check(memory.language)
-    memory.subject = memory.subject.strip().lower()
-    memory.predicate = memory.predicate.strip().lower()
-    memory.owner, memory.room = scope_holders(scope=memory.scope, owner=memory.owner, room=memory.room)
+
+def _validate_edited(memory: Memory) -> None:
+    """The store path's field rules, then the model's own (dates, lengths, constraints)."""
+    memory_fields_validate(memory)
     try:
         memory.full_clean(exclude=["embedding", "search_vector"])
     except ValidationError as exc:
         field_name, errors = next(iter(exc.message_dict.items()))
         raise ApplicationError(" ".join(errors), field=None if field_name == NON_FIELD_ERRORS else field_name) from exc
 
-    embedder = active_embedder()
-    if "content" in changed:
-        memory.embedding = embedder.embed_documents([memory.content])[0]
-        # The store path's rule: an edit must not write forgotten content back (by meaning or by value).
-        blocking = tombstone_hits(content=memory.content, embedding=memory.embedding, embedder=embedder)
-        if blocking:
-            ids = ", ".join(f"#{pk}" for pk in blocking)
-            raise ApplicationError(EDIT_BLOCKED.format(ids=ids), field="content", status=409)
 
-    merged_ids: list[int] = []
-    if memory.status == Status.ACTIVE and {"content", "scope", "owner", "room"} & set(changed):
-        draft = MemoryDraft(
-            content=memory.content,
-            provenance=memory.provenance,
-            source=memory.source,
-            scope=memory.scope,
-            owner=memory.owner,
-            room=memory.room,
-        )
-        candidates = (
-            duplicate_candidates(
-                draft=draft, embedding=np.asarray(memory.embedding), threshold=embedder.thresholds.duplicate
-            )
-            .exclude(pk=memory.pk)[:DUPLICATE_CANDIDATES]
-            .select_for_update()
-        )
-        for other in candidates:
-            if may_be_duplicates(other.content, memory.content):
-                merged_ids.append(other.pk)
-                _fold_into(memory, other)
-                break
-    memory.save()
-    memory.refresh_from_db(fields=["search_vector"])
+def _re_embed(memory: Memory, *, embedder) -> None:
+    """A new text's vector; refused when a forget block covers it."""
+    memory.embedding = embedder.embed_documents([memory.content])[0]
+    # The store path's rule: an edit must not write forgotten content back (by meaning or by value).
+    blocking = tombstone_hits(content=memory.content, embedding=memory.embedding, embedder=embedder)
+    if blocking:
+        ids = ", ".join(f"#{pk}" for pk in blocking)
+        raise ApplicationError(EDIT_BLOCKED.format(ids=ids), field="content", status=409)
+
+
+def _merge_duplicate_into(memory: Memory, *, threshold: float) -> list[int]:
+    """Merge the nearest duplicate of the edited memory into it (the edit's text stays); returns its id, if any."""
+    draft = MemoryDraft(
+        content=memory.content,
+        provenance=memory.provenance,
+        source=memory.source,
+        scope=memory.scope,
+        owner=memory.owner,
+        room=memory.room,
+    )
+    candidates = (
+        duplicate_candidates(draft=draft, embedding=np.asarray(memory.embedding), threshold=threshold)
+        .exclude(pk=memory.pk)[:DUPLICATE_CANDIDATES]
+        .select_for_update()
+    )
+    for other in candidates:
+        if may_be_duplicates(other.content, memory.content):
+            # Counts, scores and dates merge into the edited memory (its save writes them).
+            memories_merge_away(groups=[(memory, [other])])
+            return [other.pk]
+    return []
+
+
+def _audit_edit(memory: Memory, *, actor: str, merged_ids: list[int]) -> None:
     audit_record(memory_ids=[memory.pk], action=AuditAction.EDITED, actor=actor)
     for other_id in merged_ids:
         audit_record(memory_ids=[memory.pk], action=AuditAction.MERGED, actor=actor, related_memory_id=other_id)
         audit_record(memory_ids=[other_id], action=AuditAction.MERGED, actor=actor, related_memory_id=memory.pk)
-    logger.info("memory %s edited by %s (fields %s, merged %s)", memory.pk, actor, ",".join(changed), merged_ids)
-    return EditResult(memory=memory, changed=changed, merged_ids=merged_ids)
 
 
 def memory_note_add(

@@ -1,13 +1,53 @@
-"""The one merge fold: what a memory that stays takes over from the duplicates merged into it.
+"""The one merge fold: what a memory that stays takes over from the duplicates merged into it, and
+the one way to merge stored duplicates away.
 
-Used by the store path (a new draft merges into a duplicate), by edits (a duplicate merges into
-the edited memory) and by consolidation (near-identical memories merge into the best one). Which
-memory stays, and whose text it keeps, is each caller's decision; the fold is the rest.
+``memories_fold`` is used by the store path (a new draft merges into a duplicate), by edits (a
+duplicate merges into the edited memory) and by consolidation (near-identical memories merge into
+the best one). ``memories_merge_away`` is the rest for stored duplicates (edits, consolidation):
+their access counts, what they superseded, their rows. Which memory stays, and whose text it keeps,
+is each caller's decision.
 """
 
 from collections.abc import Sequence
 
+from django.db import connection
+
 from memories.models import PROVENANCE_RANK, Memory
+from memories.services.access import access_of, add_accesses
+
+# Memories that a merged-away memory had superseded now point at the one that stays.
+REPOINT_SQL = """
+UPDATE memories_memory m SET superseded_by_id = v.winner
+FROM unnest(%s::bigint[], %s::bigint[]) AS v(loser, winner)
+WHERE m.superseded_by_id = v.loser
+RETURNING m.id, v.winner
+"""
+
+
+def memories_merge_away(*, groups: Sequence[tuple[Memory, Sequence[Memory]]]) -> list[tuple[int, int]]:
+    """Merge each group's stored ``others`` into its ``kept`` memory and delete them.
+
+    ``kept`` takes over their fields (``memories_fold``, in memory: the caller saves it) and their
+    access counts (added to its access row); what they had superseded is pointed at ``kept``; they are
+    deleted (a merge, not a forget: no tombstone). Returns (memory id, kept id) of every memory whose
+    ``superseded_by`` was pointed at the memory that stays.
+    """
+    accesses = {}
+    losers, winners = [], []
+    for kept, others in groups:
+        memories_fold(kept=kept, others=others)
+        accesses[kept.pk] = access_of(others)
+        losers += [other.pk for other in others]
+        winners += [kept.pk] * len(others)
+    if not losers:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(REPOINT_SQL, [losers, winners])
+        repointed = cursor.fetchall()
+    # The ORM delete, so that relations other apps add to Memory are honoured.
+    Memory.objects.filter(pk__in=losers).only("pk").delete()
+    add_accesses(accesses)
+    return repointed
 
 
 def memories_fold(*, kept: Memory, others: Sequence[Memory]) -> None:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from django.db import transaction
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.digests import token_digests, word_marks
 from memories.limits import MAX_TOKEN_CHARS

@@ -2,7 +2,7 @@
 
 from django.db import transaction
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.languages import language_for
 from memories.models import Kind, Provenance, Scope, Source

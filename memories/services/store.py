@@ -12,7 +12,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS
@@ -29,7 +29,7 @@ from memories.models import (
     Source,
     Tombstone,
 )
-from memories.scopes import scope_holders
+from memories.scopes import duplicate_scope_lock_key, duplicate_scope_of, duplicate_scope_q, scope_holders
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -81,36 +81,47 @@ class MemoryDraft:
     valid_at: datetime | None = None
 
 
-def _validate(draft: MemoryDraft) -> None:
-    draft.content = (draft.content or "").strip()
-    if not draft.content:
+def memory_fields_validate(item: MemoryDraft | Memory) -> None:
+    """The field rules every write of a memory shares (a new draft, an edited memory), applied in place.
+
+    The content is trimmed, not empty and at most ``MAX_TEXT_CHARS``; kind, provenance, source and
+    scope are among their choices; a private memory has an owner and a room memory a room, and
+    owner and room are what the scope keeps; the language is known; confidence and importance are
+    numbers from 0 to 1; subject and predicate are trimmed and lower-cased. ApplicationError names
+    the field at fault.
+    """
+    item.content = (item.content or "").strip()
+    if not item.content:
         raise ApplicationError(CONTENT_EMPTY, field="content")
-    if len(draft.content) > MAX_TEXT_CHARS:
+    if len(item.content) > MAX_TEXT_CHARS:
         raise ApplicationError(CONTENT_TOO_LONG, field="content")
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
-        if getattr(draft, name) not in choices.values:
+        if getattr(item, name) not in choices.values:
             raise ApplicationError(f"'{name}' must be one of: {', '.join(choices.values)}.", field=name)
-    if draft.scope == Scope.PRIVATE and draft.owner is None:
+    if item.scope == Scope.PRIVATE and item.owner is None:
         raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope")
-    if draft.scope == Scope.ROOM and draft.room is None:
+    if item.scope == Scope.ROOM and item.room is None:
         raise ApplicationError(ROOM_NEEDS_ROOM, field="room")
-    draft.owner, draft.room = scope_holders(scope=draft.scope, owner=draft.owner, room=draft.room)
-    language_check(draft.language)
+    item.owner, item.room = scope_holders(scope=item.scope, owner=item.owner, room=item.room)
+    language_check(item.language)
     for name in ("confidence", "importance"):
-        value = getattr(draft, name)
+        value = getattr(item, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
             raise ApplicationError(f"'{name}' must be a number from 0 to 1.", field=name)
+    item.subject = item.subject.strip().lower()
+    item.predicate = item.predicate.strip().lower()
+
+
+def _validate(draft: MemoryDraft) -> None:
+    """A new draft: the shared field rules, then a guess's confidence capped (an edit may set it higher)."""
+    memory_fields_validate(draft)
     if draft.provenance == Provenance.INFERRED:
         draft.confidence = min(draft.confidence, INFERRED_MAX_CONFIDENCE)
-    draft.subject = draft.subject.strip().lower()
-    draft.predicate = draft.predicate.strip().lower()
 
 
 def _duplicate_scope(draft: MemoryDraft):
-    """The active memories a draft may merge with (_in_duplicate_scope: the same rule for rows in memory)."""
-    return Memory.objects.active().in_duplicate_scope(
-        scope=draft.scope, owner_id=getattr(draft.owner, "pk", None), room_id=getattr(draft.room, "pk", None)
-    )
+    """The active memories a draft may merge with (memories.scopes: the same-scope rule)."""
+    return Memory.objects.active().filter(duplicate_scope_q(duplicate_scope_of(draft)))
 
 
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
@@ -118,24 +129,9 @@ def _duplicate_scope(draft: MemoryDraft):
 # lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
 # READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
 # not wait.
-def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None) -> int:
-    """The int4 lock key of a duplicate scope (collisions only make unrelated stores wait)."""
-    if scope == Scope.PRIVATE:
-        return (owner_id * 4) & 0x7FFFFFFF
-    if scope == Scope.ROOM:
-        return (room_id * 4 + 1) & 0x7FFFFFFF
-    return 2 if scope == Scope.SHARED else 3
-
-
 def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
     advisory_xact_locks_wait(
-        LockId.MEMORY_STORE,
-        keys=[
-            duplicate_scope_key(
-                scope=d.scope, owner_id=getattr(d.owner, "pk", None), room_id=getattr(d.room, "pk", None)
-            )
-            for d in drafts
-        ],
+        LockId.MEMORY_STORE, keys=[duplicate_scope_lock_key(duplicate_scope_of(d)) for d in drafts]
     )
 
 
@@ -154,14 +150,6 @@ def _record_blocks(*, tombstone_ids: list[int]) -> dict[int, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(RECORD_BLOCKS_SQL, [timezone.now(), tombstone_ids])
         return dict(cursor.fetchall())
-
-
-def _in_duplicate_scope(memory: Memory, draft: MemoryDraft) -> bool:
-    if draft.scope == Scope.PRIVATE:
-        return memory.owner_id == draft.owner.pk
-    if draft.scope == Scope.ROOM:
-        return memory.room_id == draft.room.pk
-    return memory.scope == draft.scope
 
 
 def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
@@ -306,41 +294,93 @@ def memory_store_batch(
     if not drafts:
         return []
     embedder = embedder or active_embedder()
+    embeddings = _embeddings_of(drafts=drafts, embeddings=embeddings, embedder=embedder)
+    blocks = _forget_blocks(
+        contents=[draft.content for draft in drafts],
+        embeddings=embeddings,
+        embedder=embedder,
+        lift_blocks_for=lift_blocks_for,
+    )
+    threshold = embedder.thresholds.duplicate
+    open_items = [index for index, blocking in enumerate(blocks.blocking) if not blocking]
+    near, stored = _stored_duplicates(drafts=drafts, embeddings=embeddings, open_items=open_items, threshold=threshold)
+    batch = _Batch(stored=stored)
+    results: list[StoreResult] = []
+    for index, (draft, embedding) in enumerate(zip(drafts, embeddings, strict=True)):
+        if blocks.blocking[index]:
+            # The text-free trail: "blocked" on the forgotten memory's old id, once per block per item.
+            batch.events.extend((blocks.gone.get(pk) or 0, AuditAction.BLOCKED) for pk in blocks.blocking[index])
+            results.append(StoreResult(outcome=StoreOutcome.BLOCKED, blocking_tombstones=blocks.blocking[index]))
+            continue
+        batch.events.extend((blocks.gone.get(pk) or 0, AuditAction.BLOCK_LIFTED) for pk in blocks.lifted[index])
+        result = _merge_or_create(
+            draft=draft,
+            embedding=embedding,
+            new_row=new_rows[index],
+            near=near[index],
+            batch=batch,
+            threshold=threshold,
+        )
+        result.lifted_tombstones = blocks.lifted[index]
+        results.append(result)
+    _write(batch=batch, actor=actor)
+    return results
+
+
+def _embeddings_of(*, drafts: list[MemoryDraft], embeddings, embedder: Embedder) -> list[np.ndarray]:
+    """The given vectors (one per draft) as float32, or the drafts' contents embedded in one call."""
     if embeddings is None:
         embeddings = embedder.embed_documents([draft.content for draft in drafts])
     embeddings = [np.asarray(vector, dtype=np.float32) for vector in embeddings]
     if len(embeddings) != len(drafts):
         raise ValueError("memory_store_batch needs one embedding per draft.")
-    contents = [draft.content for draft in drafts]
+    return embeddings
 
-    blocking: list[list[int]] = [[] for _ in drafts]
-    lifted: list[list[int]] = [[] for _ in drafts]
-    events: list[tuple[object, str]] = []  # (memory or memory id, action), in the order one-by-one stores write them
-    gone: dict[int, int | None] = {}  # lifted or blocking tombstone -> the id its memory had
-    if lift_blocks_for is not None:
-        speaker, room = lift_blocks_for
-        visible = Tombstone.objects.visible_to(speaker=speaker, room=room)
-        seen: set[int] = set()
-        for index, hits in enumerate(
-            tombstone_hits_many(contents=contents, embeddings=embeddings, embedder=embedder, tombstones=visible)
-        ):
-            lifted[index] = [pk for pk in hits if pk not in seen]  # an earlier draft lifted the others
-            seen.update(hits)
-        if seen:
-            gone = dict(Tombstone.objects.filter(pk__in=seen).values_list("pk", "memory_id"))
-            Tombstone.objects.filter(pk__in=seen).delete()
-    else:
-        blocking = tombstone_hits_many(contents=contents, embeddings=embeddings, embedder=embedder)
-        gone = _record_blocks(tombstone_ids=[pk for hits in blocking for pk in hits])
 
-    threshold = embedder.thresholds.duplicate
-    open_items = [index for index, blocks in enumerate(blocking) if not blocks]
+@dataclass
+class _Blocks:
+    """Per draft, the tombstones that block it and those it lifted; tombstone id -> the id its memory had."""
+
+    blocking: list[list[int]]
+    lifted: list[list[int]]
+    gone: dict[int, int | None]
+
+
+def _forget_blocks(*, contents: list[str], embeddings, embedder: Embedder, lift_blocks_for) -> _Blocks:
+    """The forget blocks of every draft: counted on their tombstones, or lifted for an explicit remember."""
+    blocks = _Blocks(blocking=[[] for _ in contents], lifted=[[] for _ in contents], gone={})
+    if lift_blocks_for is None:
+        blocks.blocking = tombstone_hits_many(contents=contents, embeddings=embeddings, embedder=embedder)
+        blocks.gone = _record_blocks(tombstone_ids=[pk for hits in blocks.blocking for pk in hits])
+        return blocks
+    speaker, room = lift_blocks_for
+    visible = Tombstone.objects.visible_to(speaker=speaker, room=room)
+    seen: set[int] = set()
+    for index, hits in enumerate(
+        tombstone_hits_many(contents=contents, embeddings=embeddings, embedder=embedder, tombstones=visible)
+    ):
+        blocks.lifted[index] = [pk for pk in hits if pk not in seen]  # an earlier draft lifted the others
+        seen.update(hits)
+    if seen:
+        blocks.gone = dict(Tombstone.objects.filter(pk__in=seen).values_list("pk", "memory_id"))
+        Tombstone.objects.filter(pk__in=seen).delete()
+    return blocks
+
+
+def _stored_duplicates(
+    *, drafts: list[MemoryDraft], embeddings, open_items: list[int], threshold: float
+) -> tuple[dict[int, list], dict[int, Memory]]:
+    """The stored memories the open drafts may merge with, their scopes locked first.
+
+    Returns, per draft index, its nearest (id, similarity) within ``threshold``, and the rows found,
+    locked and re-read (id -> Memory).
+    """
     _lock_duplicate_scopes([drafts[index] for index in open_items])
     scopes: dict[tuple, object] = {}  # one queryset per scope, so that its filter is compiled once
     searches = []
     for index in open_items:
         draft = drafts[index]
-        key = (draft.scope, getattr(draft.owner, "pk", None), getattr(draft.room, "pk", None))
+        key = duplicate_scope_of(draft)
         if key not in scopes:
             scopes[key] = _duplicate_scope(draft)
         searches.append((scopes[key], embeddings[index]))
@@ -352,54 +392,71 @@ def memory_store_batch(
         if found_ids
         else {}
     )
+    return near, stored
 
-    # Rows this batch created or merged into, with their vectors as they are now: later drafts compare
-    # with these in memory (the database has not seen the changes yet). A stored row whose vector a
-    # merge replaced is compared with its new vector; the database's nearest 5 were taken before, which
-    # differs from one-by-one stores only when more than 5 stored rows pass the duplicate threshold.
-    touched: dict[int, tuple[Memory, np.ndarray, np.floating]] = {}  # id -> (row, its vector, the vector's norm)
-    changed: dict[int, set[str]] = {}
-    results: list[StoreResult] = []
-    for index, (draft, embedding) in enumerate(zip(drafts, embeddings, strict=True)):
-        if blocking[index]:
-            # The text-free trail: "blocked" on the forgotten memory's old id, once per block per item.
-            events.extend((gone.get(pk) or 0, AuditAction.BLOCKED) for pk in blocking[index])
-            results.append(StoreResult(outcome=StoreOutcome.BLOCKED, blocking_tombstones=blocking[index]))
-            continue
-        events.extend((gone.get(pk) or 0, AuditAction.BLOCK_LIFTED) for pk in lifted[index])
-        candidates = [
-            (1 - similarity, pk, stored[pk])
-            for pk, similarity in near[index]
-            if pk in stored and id(stored[pk]) not in touched
-        ]
-        norm = np.linalg.norm(embedding)
-        for row, vector, vector_norm in touched.values():
-            similarity = _similarity(vector, embedding, norm_a=vector_norm, norm_b=norm)
-            if _in_duplicate_scope(row, draft) and similarity >= threshold:
-                candidates.append((1 - similarity, row.pk or math.inf, row))
-        candidates.sort(key=lambda candidate: candidate[:2])  # stable: new rows in the order they were made
-        target = next(
-            (row for _, _, row in candidates[:DUPLICATE_CANDIDATES] if may_be_duplicates(row.content, draft.content)),
-            None,
-        )
-        if target is None:
-            target = new_rows[index]
-            target.embedding = embedding
-            touched[id(target)] = (target, embedding, norm)
-            events.append((target, AuditAction.CREATED))
-            results.append(StoreResult(outcome=StoreOutcome.CREATED, memory=target, lifted_tombstones=lifted[index]))
-            continue
-        fields = _merge_into(target, draft, embedding)
-        if target.pk is not None:
-            changed.setdefault(target.pk, set()).update(fields)
-        previous = touched.get(id(target))
-        vector = embedding if "embedding" in fields else (previous[1] if previous else target.embedding)
-        vector = np.asarray(vector, dtype=np.float32)
-        touched[id(target)] = (target, vector, np.linalg.norm(vector))
-        events.append((target, AuditAction.MERGED))
-        results.append(StoreResult(outcome=StoreOutcome.MERGED, memory=target, lifted_tombstones=lifted[index]))
 
-    inserts = [row for row, _, _ in touched.values() if row.pk is None]
+@dataclass
+class _Batch:
+    """What a batch has decided so far, written at its end by ``_write``.
+
+    ``touched``: rows this batch created or merged into, with their vectors as they are now: later
+    drafts compare with these in memory (the database has not seen the changes yet). A stored row
+    whose vector a merge replaced is compared with its new vector; the database's nearest 5 were
+    taken before, which differs from one-by-one stores only when more than 5 stored rows pass the
+    duplicate threshold.
+    """
+
+    stored: dict[int, Memory]
+    touched: dict[int, tuple[Memory, np.ndarray, np.floating]] = field(
+        default_factory=dict
+    )  # id() -> row, vector, norm
+    changed: dict[int, set[str]] = field(default_factory=dict)  # stored row id -> fields a merge changed
+    events: list[tuple[object, str]] = field(default_factory=list)  # (memory or memory id, action), in store order
+
+
+def _merge_or_create(
+    *, draft: MemoryDraft, embedding, new_row: Memory, near: list, batch: _Batch, threshold: float
+) -> StoreResult:
+    """Merge an open draft into its duplicate (stored, or made earlier in the batch), or make its new row."""
+    norm = np.linalg.norm(embedding)
+    target = _duplicate_of(draft=draft, embedding=embedding, norm=norm, near=near, batch=batch, threshold=threshold)
+    if target is None:
+        new_row.embedding = embedding
+        batch.touched[id(new_row)] = (new_row, embedding, norm)
+        batch.events.append((new_row, AuditAction.CREATED))
+        return StoreResult(outcome=StoreOutcome.CREATED, memory=new_row)
+    fields = _merge_into(target, draft, embedding)
+    if target.pk is not None:
+        batch.changed.setdefault(target.pk, set()).update(fields)
+    previous = batch.touched.get(id(target))
+    vector = embedding if "embedding" in fields else (previous[1] if previous else target.embedding)
+    vector = np.asarray(vector, dtype=np.float32)
+    batch.touched[id(target)] = (target, vector, np.linalg.norm(vector))
+    batch.events.append((target, AuditAction.MERGED))
+    return StoreResult(outcome=StoreOutcome.MERGED, memory=target)
+
+
+def _duplicate_of(*, draft: MemoryDraft, embedding, norm, near: list, batch: _Batch, threshold: float) -> Memory | None:
+    """The nearest of the stored and the batch's rows in the draft's duplicate scope that may be the same memory."""
+    candidates = [
+        (1 - similarity, pk, batch.stored[pk])
+        for pk, similarity in near
+        if pk in batch.stored and id(batch.stored[pk]) not in batch.touched
+    ]
+    for row, vector, vector_norm in batch.touched.values():
+        similarity = _similarity(vector, embedding, norm_a=vector_norm, norm_b=norm)
+        if duplicate_scope_of(row) == duplicate_scope_of(draft) and similarity >= threshold:
+            candidates.append((1 - similarity, row.pk or math.inf, row))
+    candidates.sort(key=lambda candidate: candidate[:2])  # stable: new rows in the order they were made
+    return next(
+        (row for _, _, row in candidates[:DUPLICATE_CANDIDATES] if may_be_duplicates(row.content, draft.content)),
+        None,
+    )
+
+
+def _write(*, batch: _Batch, actor: str) -> None:
+    """One INSERT of the new rows, one UPDATE per merged stored row, one INSERT of the audit events."""
+    inserts = [row for row, _, _ in batch.touched.values() if row.pk is None]
     if inserts:
         vectors = [row.embedding for row in inserts]
         for row, vector in zip(inserts, vectors, strict=True):
@@ -407,15 +464,15 @@ def memory_store_batch(
         Memory.objects.bulk_create(inserts)
         for row, vector in zip(inserts, vectors, strict=True):
             row.embedding = vector
-    for pk, fields in changed.items():
-        row = stored[pk]
+    for pk, fields in batch.changed.items():
+        row = batch.stored[pk]
         vector = row.embedding
         if "embedding" in fields:
             row.embedding = _vector_sql(vector)
         row.save(update_fields=[*fields, "updated_at"])
         row.embedding = vector
-    if events:
+    if batch.events:
         AuditEvent.objects.bulk_create(
-            AuditEvent(memory_id=getattr(memory, "pk", memory), action=action, actor=actor) for memory, action in events
+            AuditEvent(memory_id=getattr(memory, "pk", memory), action=action, actor=actor)
+            for memory, action in batch.events
         )
-    return results

@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.models import OrmQ
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Scope
 from memories.tests.factories import MemoryFactory
 from memories.tests.helpers import run_queued_jobs

@@ -2,9 +2,9 @@
 
 import pytest
 
+from justai_core.locations import ModelLocation
 from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from people.models import Household
-from transcripts.models import ModelLocation
 
 pytestmark = pytest.mark.django_db
 

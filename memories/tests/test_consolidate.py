@@ -11,7 +11,7 @@ from django.db import DatabaseError, connection
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from justai_memory.schedules import SCHEDULES
 from memories import jobs
 from memories.models import AuditEvent, ConsolidationRun, Memory, MemoryAccess, Provenance, Scope, Tombstone

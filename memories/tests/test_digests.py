@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories import digests
 from memories.digests import content_words, digest_key, distinctive_tokens, token_digests, word_marks
 from memories.embedders import get_embedder

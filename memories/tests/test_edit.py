@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Kind, Memory, Provenance, Scope, Source, Status
 from memories.services.edit import memory_edit, memory_note_add
 from memories.services.forget import memories_forget
+from memories.services.store import MemoryDraft, memory_store
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 
@@ -161,3 +162,32 @@ def test_an_edit_that_carries_a_forgotten_value_is_refused_too(usem3):
     memory = MemoryFactory(content="Das Gästezimmer ist oben links.", language="de")
     with pytest.raises(ApplicationError, match=f"#{tombstone.pk}"):
         memory_edit(memory=memory, content="Zebra: 98765", actor="admin:1")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"kind": "rumour"},
+        {"provenance": "hearsay"},
+        {"scope": "garden"},
+        {"scope": Scope.PRIVATE},  # no owner
+        {"scope": Scope.ROOM},  # no room
+        {"language": "english"},
+        {"confidence": 1.5},
+        {"importance": -0.1},
+        {"content": "   "},
+    ],
+)
+def test_an_edit_is_refused_as_storing_the_same_fields_is(fields):
+    """One validation for store and edit: the same field named, the same message, nothing changed."""
+    memory = MemoryFactory(content="The cellar key is in the blue tin")
+    draft = MemoryDraft(content=memory.content, provenance=Provenance.CONFIRMED, source=Source.ADMIN)
+    for name, value in fields.items():
+        setattr(draft, name, value)
+    with pytest.raises(ApplicationError) as stored:
+        memory_store(draft=draft, actor="admin:1")
+    with pytest.raises(ApplicationError) as edited:
+        memory_edit(memory=memory, actor="admin:1", **fields)
+    assert (edited.value.field, edited.value.message) == (stored.value.field, stored.value.message)
+    memory.refresh_from_db()
+    assert memory.content == "The cellar key is in the blue tin" and actions(memory.pk) == []

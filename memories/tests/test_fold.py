@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from memories.models import Memory, Provenance
-from memories.services.fold import memories_fold
+from memories.services.fold import memories_fold, memories_merge_away
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory
@@ -68,3 +68,23 @@ def test_a_store_merge_of_two_half_pairs_invents_no_pair():
     assert result.outcome == StoreOutcome.MERGED and result.memory.pk == existing.pk
     existing.refresh_from_db()
     assert (existing.subject, existing.predicate) == ("minka", "")
+
+
+@pytest.mark.django_db
+def test_merging_away_moves_counts_and_successors_to_the_kept_memory_and_deletes_the_others():
+    kept = MemoryFactory(content="The gate code is 4711", access_count=1, occurrences=1)
+    twin = MemoryFactory(content="The gate code is 4711.", access_count=2, occurrences=2)
+    old = MemoryFactory(content="The gate code was 1234", status="superseded", superseded_by=twin)
+    other_kept = MemoryFactory(content="Anna likes jazz", access_count=0)
+    other_twin = MemoryFactory(content="Anna likes jazz.", access_count=4)
+
+    repointed = memories_merge_away(groups=[(kept, [twin]), (other_kept, [other_twin])])
+
+    assert repointed == [(old.pk, kept.pk)]
+    assert not Memory.objects.filter(pk__in=[twin.pk, other_twin.pk]).exists()
+    old.refresh_from_db()
+    assert old.superseded_by_id == kept.pk
+    assert kept.occurrences == 3  # folded in memory: the caller saves it
+    kept.refresh_from_db()
+    other_kept.refresh_from_db()
+    assert (kept.access_count, other_kept.access_count) == (3, 4)

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.models import (
     AuditEvent,
     ForgetRequest,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.models import AuditEvent, Kind, Memory, Scope, Status, Tombstone
 from memories.selectors.person import person_forget_block_counts, person_memories, procedures_for
 from memories.services.forget import forget_everything_request_create, forget_request_confirm, memories_forget

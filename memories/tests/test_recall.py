@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.models import Memory, MemoryAccess, Provenance, Scope, Source
 from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors

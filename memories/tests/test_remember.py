@@ -2,7 +2,7 @@
 
 import pytest
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember

@@ -7,7 +7,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
 from memories.selectors.nearest import nearest_memories, nearest_memories_many

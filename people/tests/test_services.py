@@ -2,7 +2,7 @@
 
 import pytest
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.models import Person, Room

@@ -9,10 +9,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
+from justai_core.locations import ModelLocation
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
-from transcripts.models import Conversation, EndedBy, ExtractionStatus, ModelLocation, Role, Turn
+from transcripts.models import Conversation, EndedBy, ExtractionStatus, Role, Turn
 from transcripts.selectors import conversations_idle
 from transcripts.services.extraction import conversation_extract_queue, conversations_extract_sweep
 

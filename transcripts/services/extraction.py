@@ -19,8 +19,8 @@ from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from justai_memory import ai_router
-from justai_memory.errors import ApplicationError
+from justai_core import ai_router
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.languages import detection_languages, language_for, language_name
 from memories.locks import LockId, advisory_lock
@@ -246,8 +246,12 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
     )
 
 
-def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
-    """Store every item (embedded once, stored as one batch); a forget block drops the item and then the summary."""
+def extraction_store(*, conversation: Conversation, extraction: Extraction) -> dict:
+    """Store a validated answer's items (embedded once, stored as one batch) and its summary; returns the stats.
+
+    A forget block drops the item and then the summary. The caller holds the transaction (and the
+    conversation's row lock): ``conversation_extract`` once the answer is validated, and the bench.
+    """
     embedder = active_embedder()
     texts = [item.content for item in extraction.items]
     if extraction.summary:
@@ -311,7 +315,7 @@ def _store(run: _Run, extraction: Extraction, llm_ms: int) -> Conversation | Non
             if conversation.extraction_blocked:
                 return _finish(conversation, ExtractionStatus.BLOCKED)
             started = time.perf_counter()
-            stats = _store_all(conversation, extraction)
+            stats = extraction_store(conversation=conversation, extraction=extraction)
             stats.update(
                 run.stats,
                 model=run.provider.model,

@@ -5,7 +5,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.languages import language_for
 from memories.limits import MAX_EVENT_KIND_CHARS, TIMESTAMP_OUT_OF_RANGE, timestamp_in_range

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.locks import LockId, advisory_lock
 from people.models import Household
 from transcripts.models import Conversation, Event, Sighting, Turn

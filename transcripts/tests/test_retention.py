@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.utils import timezone
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.locks import LockId
 from memories.models import Memory
 from memories.tests.factories import MemoryFactory

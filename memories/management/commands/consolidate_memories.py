@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.services.consolidate import Rule, memories_consolidate
 

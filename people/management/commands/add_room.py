@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from justai_memory.errors import ApplicationError
+from justai_core.errors import ApplicationError
 from people.services import room_create
 
 

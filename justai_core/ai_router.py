@@ -16,7 +16,7 @@ import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from memories.selectors.privacy import CLOUD, LOCAL
+from justai_core.locations import CLOUD, LOCAL
 
 logger = logging.getLogger(__name__)
 
