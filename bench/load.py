@@ -10,8 +10,12 @@ on 127.0.0.1, INTERNAL_API_TOKENS and JUSTAI_ADMIN_PASSWORD set), creates rooms 
 clients (one process each, keep-alive HTTP/1.1, or a new connection per request with
 ``--fresh-connections``) for T seconds: recall 80 % / remember 20 %, household
 texts in de/it/en/es, several speakers and rooms. Prints throughput, p50/p95/p99 per endpoint, errors by
-kind and PostgreSQL's connection count for the database (pg_stat_activity) before, at peak (sampled
-every 0.25 s) and after. ``--baseline`` repeats the run against the old dev server (``manage.py runserver
+kind, PostgreSQL's connection count for the database (pg_stat_activity) before, at peak (sampled
+every 0.25 s) and after, and the sessions opened during the run (pg_stat_database.sessions; the job
+cluster's own, measured over 5 idle seconds before, beside them). Then, on the same database and
+the same machine, the in-process baseline: one process calling ``memory_recall`` (what the recall
+view calls) in a loop for the same questions, without HTTP; served recall throughput is printed as
+a share of it. ``--baseline`` repeats the run against the old dev server (``manage.py runserver
 --noreload --insecure`` with the cluster beside it, as the run command served before), started here.
 Clients share the machine's cores with the server: the figures include their cost.
 """
@@ -72,6 +76,32 @@ print("HOUSEHOLD " + json.dumps({"rooms": rooms, "people": people}))
 from django.conf import settings
 names = ("WEB_WORKERS", "DATABASE_POOL_MAX_SIZE", "Q_CLUSTER")
 print("SETTINGS " + json.dumps({name: getattr(settings, name, None) for name in names}, default=str))
+"""
+
+# The in-process baseline: the recall view's work without HTTP, one process, one thread, the same questions.
+IN_PROCESS = """
+import json, random, time
+from bench.load import recall_body
+from memories.selectors.privacy import model_location_of
+from memories.selectors.recall import memory_recall
+from people.models import Person, Room
+household, seconds = json.loads(HOUSEHOLD), SECONDS
+rng, latencies = random.Random(1000), []
+end = time.perf_counter() + seconds
+while time.perf_counter() < end:
+    body = recall_body(rng, household)
+    began = time.perf_counter()
+    speaker = Person.objects.get(pk=body["speaker_id"]) if body.get("speaker_id") else None
+    memory_recall(
+        query=body["query"],
+        speaker=speaker,
+        room=Room.objects.get(pk=body["room_id"]),
+        model_location=model_location_of(conversation_location=None, model_location=body["model_location"]),
+        language=None,
+        limit=body["limit"],
+    )
+    latencies.append((time.perf_counter() - began) * 1000)
+print("INPROCESS " + json.dumps({"latencies": latencies, "seconds": seconds}))
 """
 
 # Household facts and questions; {n}, {t}, {p} vary so that most remembered texts are distinct.
@@ -279,6 +309,14 @@ class ConnectionSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    def sessions(self) -> int | None:
+        """The sessions ever opened to the service's database (pg_stat_database), this sampler's included."""
+        if self.conn is None:
+            return None
+        return self.conn.execute(
+            "SELECT sessions FROM pg_stat_database WHERE datname = %s", [DATABASE_NAME]
+        ).fetchone()[0]
+
     def count(self) -> int | None:
         if self.conn is None:
             return None
@@ -425,6 +463,9 @@ def seed_memories(port: int, household: dict, *, count: int) -> None:
 
 
 def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bool, sampler: ConnectionSampler) -> dict:
+    idle_sessions = sampler.sessions()
+    time.sleep(5.0)  # the sessions the job cluster opens by itself (its status saves) over 5 idle seconds
+    idle_sessions = None if idle_sessions is None else (sampler.sessions() - idle_sessions) / 5.0
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     start_at = time.time() + 2.0  # the client processes are up and connected by then
@@ -438,10 +479,12 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
     for process in processes:
         process.start()
     time.sleep(max(0.0, start_at - time.time()))
+    sessions_before = sampler.sessions()
     sampler.start_peak()
     gathered = [results.get(timeout=seconds + REQUEST_TIMEOUT + 60) for _ in processes]
     elapsed = time.time() - start_at
     peak = sampler.stop_peak()
+    sessions = None if sessions_before is None else sampler.sessions() - sessions_before
     for process in processes:
         process.join()
     time.sleep(5.0)
@@ -453,6 +496,7 @@ def drive(port: int, household: dict, *, clients: int, seconds: float, fresh: bo
         "records": records,
         "reconnects": sum(r for _, r in gathered),
         "connections": (before, peak, after),
+        "sessions": (sessions, None if idle_sessions is None else idle_sessions * elapsed),
         "load": (load_before, os.getloadavg()[0]),
     }
 
@@ -492,7 +536,13 @@ def report(run: dict, *, label: str) -> dict:
     for kind, count in errors.most_common():
         print(f"  error {kind}: {count}")
     print(f"  PostgreSQL connections to {DATABASE_NAME}: before {before}, peak {peak}, 5 s after {after}")
+    sessions, idle = run["sessions"]
+    if sessions is not None:
+        print(f"  sessions opened during the run: {sessions} (the job cluster's idle rate over the run: {idle:.0f})")
     summary["connections"] = run["connections"]
+    summary["sessions"] = run["sessions"]
+    recalls = summary["endpoints"].get("recall", {}).get("count", 0)
+    summary["recall_throughput"] = recalls / run["elapsed"]
     return summary
 
 
@@ -532,11 +582,33 @@ def bench(*, baseline: bool, clients: list[int], seconds: float, memories: int, 
                 )
         finally:
             sampler.close()
+        if not baseline:
+            inprocess = in_process_recall(service, household, seconds=min(seconds, 30.0))
+            for summary in summaries:
+                summary["in_process"] = inprocess
+                summary["share"] = summary["recall_throughput"] / inprocess
+                print(
+                    f"  {summary['clients']} clients: served recall {summary['recall_throughput']:.1f}/s = "
+                    f"{summary['share']:.0%} of the in-process {inprocess:.1f}/s"
+                )
     finally:
         took = service.stop()
         print(f"  stopped by SIGTERM in {took:.1f} s" if took is not None else "  had to be killed (SIGKILL)")
         service.cleanup()
     return summaries
+
+
+def in_process_recall(service: Service, household: dict, *, seconds: float) -> float:
+    """Recalls per second of one process calling memory_recall in a loop on the service's database (the service idle)."""
+    script = IN_PROCESS.replace("HOUSEHOLD", repr(json.dumps(household))).replace("SECONDS", repr(seconds))
+    result = printed(service.manage("shell", "-c", script), "INPROCESS")
+    latencies = result["latencies"][1:]  # the first pays for loading the embedder
+    p50, p95 = percentile(latencies, 50), percentile(latencies, 95)
+    rate = len(latencies) / (sum(latencies) / 1000)
+    print(
+        f"\n== in process: memory_recall in a loop, {len(latencies)} recalls, {rate:.1f}/s, p50 {p50:.1f} ms, p95 {p95:.1f} ms"
+    )
+    return rate
 
 
 def main() -> None:
@@ -563,18 +635,22 @@ def main() -> None:
     if args.baseline:
         summaries += bench(baseline=True, **options)
     print(
-        "\n| server | clients | req/s | errors | recall p50 / p95 / p99 ms | remember p50 / p95 / p99 ms | connections before / peak / after |"
+        "\n| server | clients | req/s | errors | recall p50 / p95 / p99 ms | remember p50 / p95 / p99 ms "
+        "| connections before / peak / after | sessions opened (cluster's idle rate) | recall/s, share of in-process |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in summaries:
         cells = []
         for endpoint in ("recall", "remember"):
             e = s["endpoints"].get(endpoint)
             cells.append(f"{e['p50']:.0f} / {e['p95']:.0f} / {e['p99']:.0f}" if e else "-")
         before, peak, after = s["connections"]
+        sessions, idle = s["sessions"]
+        opened = "-" if sessions is None else f"{sessions} ({idle:.0f})"
+        share = f"{s['recall_throughput']:.1f}, {s['share']:.0%}" if "share" in s else f"{s['recall_throughput']:.1f}"
         print(
             f"| {s['label']} | {s['clients']} | {s['throughput']:.1f} | {s['errors']} of {s['requests']} | "
-            f"{cells[0]} | {cells[1]} | {before} / {peak} / {after} |"
+            f"{cells[0]} | {cells[1]} | {before} / {peak} / {after} | {opened} | {share} |"
         )
 
 

@@ -153,11 +153,25 @@ def postmaster_pid(server) -> int | None:
     return info.pid if info is not None and _alive(info.pid) else None
 
 
-def server_restart(server) -> None:
-    """Start the server again after its postmaster died (crash recovery replays the WAL)."""
-    with server._lock:
-        server._postmaster_info = None
-        server.ensure_postgres_running()
+def postmaster_ready(server) -> bool:
+    """Whether the postmaster of ``server``'s data folder runs and accepts connections (not still recovering)."""
+    info = _pgserver().utils.PostmasterInfo.read_from_pgdata(server.pgdata)
+    return info is not None and _alive(info.pid) and info.status == "ready"
+
+
+def server_launch(server, *, socket_dir: str) -> None:
+    """Start the postmaster again after it died, listening on ``socket_dir`` as before; do not wait for it.
+
+    Crash recovery replays the WAL first, which may take a while: the caller polls ``postmaster_ready``.
+    Not under pgserver's lock (one file for every server on the machine, held during initdb).
+    """
+    _pgserver().pgexec.pgexec(
+        "pg_ctl",
+        ("-W", "-o", f'-h "" -k {socket_dir}', "-l", str(server.log), "-D", str(server.pgdata), "start"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+        timeout=30,
+    )
 
 
 def server_stop(server, *, timeout: int = 8) -> None:

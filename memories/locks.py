@@ -63,6 +63,20 @@ def advisory_lock_free(lock: LockId, *, key: int | None = None) -> bool:
         return acquired
 
 
+def advisory_locks_held(lock: LockId, *, keys) -> set[int]:
+    """Which of the (``lock``, key) pairs some session holds right now, read from pg_locks without taking any."""
+    keys = sorted({key & 0x7FFFFFFF for key in keys})
+    if not keys:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(  # the two-key form: classid and objid are the keys, objsubid is 2
+            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2"
+            " AND classid = %s::bigint::oid AND objid = ANY(%s::bigint[]::oid[])",
+            [int(lock), keys],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
 def advisory_xact_locks_wait(lock: LockId, *, keys) -> None:
     """Wait for the transaction-level locks (``lock``, key) for every key, taken in key order (so two callers
     with overlapping keys cannot deadlock on them); they end with the current transaction."""

@@ -29,6 +29,13 @@ class ClusterOut(Schema):
     error: str | None = None
 
 
+class ExtractionOut(Schema):
+    ok: bool
+    running: int | None = None
+    stalled: list[int] | None = None
+    error: str | None = None
+
+
 class LlmOut(Schema):
     role: str
     provider: str | None = None
@@ -44,6 +51,7 @@ class ComponentsOut(Schema):
     database: DatabaseOut
     embedder: EmbedderOut
     cluster: ClusterOut
+    extraction: ExtractionOut
     llm: LlmOut
 
 

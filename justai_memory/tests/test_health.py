@@ -98,3 +98,29 @@ def test_an_old_heartbeat_does_not_count(api, llm, monkeypatch):
     status.timestamp = timezone.now() - timedelta(minutes=2)
     get_broker().set_stat(Stat.get_key("old"), SignedPackage.dumps(status, True), 3)
     assert api.get("/internal/v1/health").status_code == 503
+
+
+def test_an_extraction_left_running_by_a_dead_worker_is_reported_not_fatal(api, heartbeat, llm):
+    from django.utils import timezone
+
+    from memories.locks import LockId, advisory_lock
+    from people.models import Room
+    from transcripts.models import Conversation, ExtractionStatus
+
+    room = Room.objects.create(name="Health room")
+    now = timezone.now()
+    live, dead = (
+        Conversation.objects.create(room=room, started_at=now, ended_at=now, extraction_status=ExtractionStatus.RUNNING)
+        for _ in range(2)
+    )
+    with advisory_lock(LockId.EXTRACTION, key=live.pk) as acquired:  # what a live run holds
+        assert acquired
+        response = api.get("/internal/v1/health")
+    assert response.status_code == 200  # reported, not fatal
+    extraction = response.json()["components"]["extraction"]
+    assert extraction["ok"] is False and extraction["running"] == 2 and extraction["stalled"] == [dead.pk]
+    assert "left running by a worker that died" in extraction["error"]
+    Conversation.objects.filter(pk=dead.pk).update(extraction_status=ExtractionStatus.DONE)
+    with advisory_lock(LockId.EXTRACTION, key=live.pk):
+        extraction = api.get("/internal/v1/health").json()["components"]["extraction"]
+    assert extraction == {"ok": True, "running": 1, "stalled": []}

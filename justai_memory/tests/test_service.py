@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -24,6 +25,8 @@ import psycopg
 import pytest
 from django.urls import reverse
 
+from transcripts.tests.fake_llm import FakeLLM, extraction_answer
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +34,8 @@ TOKEN = "service-test-token-0123456789"
 ADMIN_PASSWORD = "service-test-admin-pass"
 SECRET = "Zebra-Passwort 98765"
 STOP_LIMIT = 15.0
+WEB_WORKERS, POOL_MAX_SIZE, Q_WORKERS = 2, 4, 1
+Q_TIMEOUT, Q_RETRY = 6, 10  # a dead worker's job is re-delivered Q_RETRY s after it was taken
 
 
 def free_port() -> int:
@@ -43,7 +48,7 @@ class Service:
     """``./scripts/run`` on ``data_dir``, its output in ``log``."""
 
     def __init__(self, data_dir: Path, log: Path):
-        self.data_dir, self.log, self.port = data_dir, log, free_port()
+        self.data_dir, self.log, self.port, self.llm_port = data_dir, log, free_port(), free_port()
         self.process: subprocess.Popen | None = None
         self.pid: int | None = None
 
@@ -56,11 +61,15 @@ class Service:
             INTERNAL_API_TOKENS=TOKEN,
             MEMORY_EMBEDDER="hash",
             EMBEDDED_DB_SHARED_BUFFERS="64MB",
-            WEB_WORKERS="2",
-            Q_WORKERS="1",
+            WEB_WORKERS=str(WEB_WORKERS),
+            DATABASE_POOL_MAX_SIZE=str(POOL_MAX_SIZE),
+            Q_WORKERS=str(Q_WORKERS),
+            Q_TIMEOUT=str(Q_TIMEOUT),
+            Q_RETRY=str(Q_RETRY),
             STOP_TIMEOUT="8",
             AI_MEMORY_PROVIDER="custom",
-            AI_MEMORY_BASE_URL="http://127.0.0.1:9/v1",
+            # Nothing listens there but during the extraction drill (its fake LLM).
+            AI_MEMORY_BASE_URL=f"http://127.0.0.1:{self.llm_port}/v1",
             AI_MEMORY_MODEL="none",
         )
         return env
@@ -200,11 +209,74 @@ def test_it_serves_health_static_files_and_redirects_to_the_admin(service):
         "database": True,
         "embedder": True,
         "cluster": True,
+        "extraction": True,
         "llm": False,  # nothing listens at the configured provider: reported, not fatal
     }
     assert httpx.get(service.url("/static/admin/css/base.css")).status_code == 200
     root = httpx.get(service.url("/"))
     assert root.status_code == 302 and root.headers["location"] == "/admin/"
+
+
+def sessions_opened(conn: psycopg.Connection) -> int:
+    """PostgreSQL's count of the sessions ever opened to the service's database."""
+    return conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = 'justai_memory'").fetchone()[0]
+
+
+def client_connections(conn: psycopg.Connection) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'justai_memory' AND backend_type = 'client backend'"
+    ).fetchone()[0]
+
+
+def test_web_workers_borrow_connections_from_their_pool(service):
+    """docs/serving.md: web sessions <= WEB_WORKERS x DATABASE_POOL_MAX_SIZE, however many requests; the peak within the bound."""
+    recall = {"query": "Wo ist der Schluessel?", "room_id": service.room_id, "limit": 5, "model_location": "local"}
+    cluster = service.child("qcluster")
+    group = os.getpgid(cluster.pid)
+    os.killpg(group, signal.SIGSTOP)  # the cluster opens and closes a session per status save: hold it
+    try:
+        with service.database() as conn:
+            before = sessions_opened(conn)
+            with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as client:
+                for _ in range(150):
+                    assert client.post(service.url("/internal/v1/recall"), json=recall).status_code == 200
+            sequential = sessions_opened(conn) - before
+
+            peak, stop = [0], threading.Event()
+
+            def sample():
+                with service.database() as sampler:
+                    while not stop.is_set():
+                        peak[0] = max(peak[0], client_connections(sampler))
+                        time.sleep(0.02)
+
+            def load(_):  # 16 clients, each a new connection per request, 15 requests
+                return [
+                    httpx.post(service.url("/internal/v1/recall"), json=recall, headers=service_auth(), timeout=60)
+                    for _ in range(15)
+                ]
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            with ThreadPoolExecutor(16) as pool:
+                statuses = [r.status_code for rs in pool.map(load, range(16)) for r in rs]
+            stop.set()
+            sampler.join(10)
+            total = sessions_opened(conn) - before
+    finally:
+        os.killpg(group, signal.SIGCONT)
+    assert statuses == [200] * 16 * 15
+    pools = WEB_WORKERS * POOL_MAX_SIZE
+    # The web workers' sessions: at most their pools' (150 sequential requests opened 150 before the pool).
+    assert sequential <= pools, f"{sequential} sessions for 150 sequential requests"
+    assert total <= pools + 1, f"{total} sessions for 390 requests (+1: the sampler)"
+    # The bound of docs/serving.md: the pools, the cluster's processes (Q_WORKERS + sentinel, pusher,
+    # monitor, main), this test's two connections.
+    assert peak[0] <= pools + Q_WORKERS + 4 + 2, f"peak {peak[0]} connections"
+
+
+def service_auth() -> dict:
+    return {"Authorization": f"Bearer {TOKEN}"}
 
 
 def test_no_memory_text_reaches_any_log(service):
@@ -230,6 +302,32 @@ def test_no_memory_text_reaches_any_log(service):
     assert '"GET /admin/memories/memory/" 200' in text  # the search was logged, without its query
     for form in (SECRET, quote_plus(SECRET), quote(SECRET), "Zebra-Passwort", "98765"):
         assert form not in text, f"{form!r} in a log"
+
+
+FORGED = "2026-01-01 00:00:00,000 ERROR supervisor: forged by a request"
+
+
+def test_a_request_cannot_forge_a_log_line(service):
+    path = "/internal/v1/x%0A" + quote(FORGED) + "%0D%1B[31m%E2%80%A8%C2%85%00end"
+    assert httpx.get(service.url(path), headers=service_auth()).status_code == 404
+    assert httpx.get(service.url("/admin/y%0A" + quote(FORGED))).status_code in (302, 404)
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:  # a Host header Django refuses
+        sock.sendall(b"GET /admin/ HTTP/1.1\r\nHost: evil\x1b[31m.example\r\nConnection: close\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 400")
+    time.sleep(0.5)  # let the lines be written
+    text = service.log.read_text()
+    lines = text.splitlines()
+    assert not [line for line in lines if line.startswith(FORGED[:23])]
+    assert not [
+        line
+        for line in lines
+        if "forged by a request" in line and "justai_memory.access" not in line and "django.request" not in line
+    ]
+    access = [line for line in lines if "justai_memory.access" in line and "forged by a request" in line]
+    assert len(access) == 2
+    assert "/internal/v1/x\\n2026-01-01 " in access[0] and "\\r\\x1b[31m\\u2028\\x85\\x00end" in access[0]
+    for raw in ("\x1b", "\u2028", "\x85", "\x00", "\r"):
+        assert raw not in text, f"{raw!r} in the log"
 
 
 def test_a_killed_web_worker_and_a_killed_web_server_recover(service):
@@ -270,6 +368,49 @@ def test_a_killed_cluster_is_restarted(service):
     else:
         raise AssertionError("the cluster did not come back")
     assert service.child("qcluster").pid != cluster.pid
+
+
+def test_an_extraction_killed_with_its_cluster_shows_in_health_and_is_retried(service):
+    with FakeLLM(port=service.llm_port) as llm:
+        llm.reply(extraction_answer(facts=["Die Katze heisst Minka"]), delay=60)  # held when the cluster dies
+        llm.reply(extraction_answer(facts=["Die Katze heisst Minka"]))
+        conversation = service.api("POST", "/internal/v1/conversations", {"room_id": service.room_id, "language": "de"})
+        conversation_id = conversation.json()["id"]
+        turns = [{"role": "user", "text": "Unsere Katze heisst Minka und schlaeft am Fenster"}]
+        assert (
+            service.api("POST", f"/internal/v1/conversations/{conversation_id}/turns", {"turns": turns}).status_code
+            == 201
+        )
+        assert service.api("POST", f"/internal/v1/conversations/{conversation_id}/end").status_code == 200
+        deadline = time.monotonic() + 60
+        while not [r for r in llm.requests if r.path.endswith("/chat/completions")]:
+            assert time.monotonic() < deadline, "the extraction did not call the LLM"
+            time.sleep(0.1)
+        cluster = service.child("qcluster")
+        cluster.kill()  # the whole cluster with the worker that runs the extraction
+        killed_at = time.monotonic()
+        stalled = None
+        while time.monotonic() < killed_at + 30:
+            response = service.health()
+            if response is not None and response.json()["components"]["extraction"].get("stalled"):
+                stalled = response.json()["components"]["extraction"]
+                break
+            time.sleep(0.3)
+        assert stalled is not None, "the stalled extraction is not in health"
+        assert stalled["stalled"] == [conversation_id] and stalled["ok"] is False
+        with service.database() as conn:
+            status = "running"
+            while status == "running" and time.monotonic() < killed_at + Q_RETRY + 60:
+                time.sleep(0.5)
+                row = conn.execute(
+                    "SELECT extraction_status, extraction_attempts FROM transcripts_conversation WHERE id = %s",
+                    [conversation_id],
+                ).fetchone()
+                status = row[0]
+        # Run again once the queue re-delivered it (Q_RETRY after it was taken); each run is an attempt.
+        assert row[0] == "done" and row[1] >= 2, row
+        assert len([r for r in llm.requests if r.path.endswith("/chat/completions")]) >= 2
+        assert service.health().json()["components"]["extraction"] == {"ok": True, "running": 0, "stalled": []}
 
 
 def wait_for(condition, attempts: list, timeout: float = 30) -> None:
@@ -322,6 +463,20 @@ def test_a_killed_postmaster_is_restarted_and_no_acknowledged_write_is_lost(serv
     assert "database restarted" in service.log.read_text()
 
 
+def test_four_postmaster_crashes_10_s_apart_are_survived(service):
+    start = len(service.log.read_text())
+    for _ in range(4):
+        os.kill(service.postmaster_pid(), signal.SIGKILL)
+        time.sleep(10)
+        assert service.process.poll() is None, service.log.read_text()[start:]
+    service.wait_healthy(timeout=60)
+    log = service.log.read_text()[start:]
+    # One crash, one failure: "postmaster is gone", or "did not start" when it hit a postmaster in recovery.
+    assert log.count("ERROR supervisor: database ") == 4, log
+    assert "database restarted (pid None)" not in log and "giving up" not in log
+    assert remember(service, "Der Router steht im Flur hinter der Tuer").status_code == 201
+
+
 def test_sigterm_stops_everything_database_last_within_15_s(service):
     elapsed, code = service.stop(signal.SIGTERM)
     assert elapsed < STOP_LIMIT and code == 0
@@ -341,3 +496,13 @@ def test_sigint_stops_a_service_started_in_the_background_and_stale_pids_are_dro
     elapsed, code = service.stop(signal.SIGINT)
     assert elapsed < STOP_LIMIT and code == 0
     assert "SIGINT received" in service.log.read_text()
+
+
+def test_nothing_outlives_a_killed_supervisor(service):
+    service.start()
+    tree = service.tree()
+    os.kill(service.pid, signal.SIGKILL)
+    service.process.wait(5)
+    _, alive = psutil.wait_procs(tree, timeout=STOP_LIMIT + 5)
+    assert not alive, f"still running: {[(p.pid, p.name()) for p in alive]}"
+    assert "the supervisor is gone: fast shutdown of the database" in service.log.read_text()

@@ -42,6 +42,19 @@ def test_a_socket_directory_in_database_url_is_decoded():
     assert result.stdout.strip() == "'/run/postgresql'", result.stderr
 
 
+def test_the_web_server_s_workers_inherit_settings_with_the_pool():
+    """gunicorn's arbiter reads the settings (gunicorn_conf.py) before any worker imports asgi.py, and they fork from it."""
+    code = (
+        "import justai_memory.gunicorn_conf; from django.conf import settings; "
+        "print(settings.DATABASE_POOL, 'pool' in settings.DATABASES['default']['OPTIONS'])"
+    )
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_POOL"))}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == ["True", "True"], result.stderr
+
+
 def test_tokens_are_trimmed():
     result = settings_value(
         "INTERNAL_API_TOKENS", INTERNAL_API_TOKENS=" first-token-0123456789 , second-token-abcdefgh ,"

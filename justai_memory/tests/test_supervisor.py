@@ -1,4 +1,4 @@
-"""The supervisor's restart policy: backoff doubling to a cap, reset after a long run, give up after quick failures."""
+"""The supervisor's restart policy: backoff doubling to a cap, reset after a long run; a budget of restarts per window."""
 
 import pytest
 
@@ -13,10 +13,10 @@ def clock(monkeypatch):
     return now
 
 
-def test_quick_failures_back_off_doubling_then_give_up(clock):
-    restarts = Restarts("web")
+def test_quick_failures_back_off_doubling_then_give_up_over_the_budget(clock):
+    restarts = Restarts("web", limit=4, window=600)
     delays = []
-    for _ in range(supervisor.MAX_QUICK_FAILURES - 1):
+    for _ in range(4):
         restarts.started()
         clock[0] += 2
         restarts.failed("exited with code 1")
@@ -26,11 +26,29 @@ def test_quick_failures_back_off_doubling_then_give_up(clock):
         assert restarts.due()
     assert delays == [1, 2, 4, 8]
     restarts.started()
-    with pytest.raises(GiveUp, match="web exited with code 1; it failed 5 times in a row"):
+    with pytest.raises(GiveUp, match="web exited with code 1; it failed 5 times within 600 s, giving up"):
         restarts.failed("exited with code 1")
 
 
-def test_a_child_that_ran_a_minute_starts_over(clock):
+def test_the_budget_is_a_rate_failures_older_than_the_window_do_not_count(clock):
+    restarts = Restarts("database", limit=4, window=600)
+    for _ in range(40):  # a crash every 200 s: at most 3 within any 600 s
+        restarts.started()
+        clock[0] += 200
+        restarts.failed("postmaster is gone")
+    assert len(restarts.failures) == 3
+
+
+def test_the_default_budget_survives_four_crashes_10_s_apart(clock):
+    restarts = Restarts("database")
+    for _ in range(4):
+        restarts.started()
+        clock[0] += 10
+        restarts.failed("postmaster is gone")
+    assert restarts.restart_at is not None and len(restarts.failures) == 4
+
+
+def test_a_child_that_ran_a_minute_starts_its_backoff_over(clock):
     restarts = Restarts("cluster")
     for _ in range(3):
         restarts.started()
@@ -38,7 +56,7 @@ def test_a_child_that_ran_a_minute_starts_over(clock):
     restarts.started()
     clock[0] += supervisor.QUICK_SECONDS
     restarts.failed("exited with code -9")
-    assert restarts.quick_failures == 1 and restarts.restart_at == clock[0] + supervisor.BACKOFF_FIRST
+    assert restarts.restart_at == clock[0] + supervisor.BACKOFF_FIRST
 
 
 def test_the_backoff_is_capped(clock):
