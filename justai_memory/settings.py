@@ -58,7 +58,7 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]
 # --- end of deployment security -----------------------------------------------------------------------
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "justai_memory.admin_apps.HouseholdAdminConfig",  # django.contrib.admin with the status page as its home
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin's language from the browser (Accept-Language), among LANGUAGES; LANGUAGE_CODE otherwise.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -169,8 +171,28 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+# The admin speaks English, German and Italian (the project's strings in locale/, Django's own from Django):
+# the browser's language when it is one of these, LANGUAGE_CODE (the household's default) otherwise.
+LANGUAGES = [("en", "English"), ("de", "Deutsch"), ("it", "Italiano")]
+LANGUAGE_CODE = env.str("LANGUAGE_CODE", default="en")
+if LANGUAGE_CODE not in dict(LANGUAGES):
+    raise ImproperlyConfigured(f"LANGUAGE_CODE must be one of {', '.join(dict(LANGUAGES))}, not {LANGUAGE_CODE!r}.")
+LOCALE_PATHS = [BASE_DIR / "locale"]
+
+
+def _system_time_zone() -> str:
+    """The machine's zone (/etc/timezone, or the zone /etc/localtime links to): the household's clock."""
+    try:
+        name = Path("/etc/timezone").read_text().strip()
+    except OSError:
+        link = Path("/etc/localtime")
+        name = str(link.readlink()).split("zoneinfo/", 1)[-1] if link.is_symlink() else ""
+    return name if "/" in name or name == "UTC" else "UTC"
+
+
+# Dates in the admin are shown in this zone (stored in UTC): TIME_ZONE, or the zone the server's own clock
+# is set to, which on a household's machine is the household's (a container without one gets UTC).
+TIME_ZONE = env.str("TIME_ZONE", default="") or _system_time_zone()
 USE_I18N = True
 USE_TZ = True
 

@@ -1,6 +1,7 @@
 """Forms of the memories admin: edit, add a note. Rules stay in the services they call."""
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory
@@ -33,8 +34,10 @@ class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
         model = Memory
         fields = ["content", "language", "scope", "owner", "room", "about", "importance"]
         widgets = {"content": forms.Textarea(attrs={"rows": 4, "maxlength": MAX_TEXT_CHARS})}
-        help_texts = {"language": "Leave empty to detect it from the text."}
+        help_texts = {"language": _("Leave empty to detect it from the text.")}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["language"].required = False
+        # Empty, not the model's default "en": an empty language is detected from the text.
+        self.initial["language"] = ""
