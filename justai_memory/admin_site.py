@@ -11,6 +11,9 @@ class HouseholdAdminSite(admin.AdminSite):
     site_title = _("Household memory")
     index_title = _("Status")
     index_template = "admin/status_index.html"
+    # No model list on the left of every page: the lists need the width (a 1,366 px screen has room for
+    # the filters and the columns, not for a third panel); the home page and the breadcrumbs lead everywhere.
+    enable_nav_sidebar = False
 
     def get_urls(self):
         return [path("status.json", self.admin_view(self.status_json), name="status_json"), *super().get_urls()]

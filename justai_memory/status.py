@@ -44,7 +44,7 @@ def bar_chart(days: list[date], series: dict[str, list[int]], *, label: str, run
 
     The legend gives each series' total: the sum of its days, or for a ``running`` total its last day.
     """
-    width, height, left, bottom, top = 640, 180, 36, 22, 8
+    width, height, left, bottom, top = 400, 170, 30, 22, 8
     top_value = max([sum(values) for values in zip(*series.values(), strict=True)] or [0]) or 1
     step = (width - left) / len(days)
     bar = max(step - 2, 1)
@@ -82,8 +82,8 @@ def bar_chart(days: list[date], series: dict[str, list[int]], *, label: str, run
     svg = format_html(
         '<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{label}" class="status-chart">'
         '<line x1="{l}" y1="{b}" x2="{w}" y2="{b}" stroke="#999"/>'
-        '<text x="{lt}" y="{tt}" font-size="11" text-anchor="end" fill="currentColor">{top}</text>'
-        '<text x="{lt}" y="{b}" font-size="11" text-anchor="end" fill="currentColor">0</text>'
+        '<text x="{lt}" y="{tt}" font-size="10" text-anchor="end" fill="currentColor">{top}</text>'
+        '<text x="{lt}" y="{b}" font-size="10" text-anchor="end" fill="currentColor">0</text>'
         "{bars}{axis}</svg>",
         w=width,
         h=height,
