@@ -72,6 +72,9 @@ class PersonAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, person):
             raise PermissionDenied
         counts = person_delete_preview(person=person)
+        # Memory text and conversations only for who may view them in their own lists.
+        may_view_memories = request.user.has_perm("memories.view_memory")
+        may_view_conversations = request.user.has_perm("transcripts.view_conversation")
         memories = (
             Memory.objects.filter(Q(owner=person) | Q(about=person))
             .defer("embedding", "search_vector")
@@ -89,7 +92,7 @@ class PersonAdmin(admin.ModelAdmin):
                 "trail": source_trail(m.source_ref),
                 "forget_url": f"{reverse('admin:memories_memory_delete', args=[m.pk])}?{urlencode({'next': here})}",
             }
-            for m in memories
+            for m in (memories if may_view_memories else [])
         ]
 
         def changelist(model: str, **query) -> str:
@@ -102,7 +105,11 @@ class PersonAdmin(admin.ModelAdmin):
             "title": gettext("What the assistant knows about %(name)s") % {"name": person.name},
             "rows": rows,
             "may_forget": may_forget,
-            "conversations": conversations_spoken_in(person=person).select_related("room", "speaker")[:100],
+            "may_view_memories": may_view_memories,
+            "may_view_conversations": may_view_conversations,
+            "conversations": conversations_spoken_in(person=person).select_related("room", "speaker")[:100]
+            if may_view_conversations
+            else [],
             "links": [
                 (
                     gettext("Their private memories, in the memory list"),

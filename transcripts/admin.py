@@ -185,7 +185,7 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("memories it made"))
     def memories_made(self, obj):
-        """The memories this conversation's extraction stored or merged into (the admin may see them all)."""
+        """The memories this conversation's extraction stored or merged into (their text: for who may view memories)."""
         ids = [pk for pk in (obj.extraction_stats or {}).get("memory_ids", []) if isinstance(pk, int)]
         found = (
             Memory.objects.filter(Q(source_ref=f"conversation:{obj.pk}") | Q(pk__in=ids))
@@ -215,6 +215,12 @@ class ConversationAdmin(admin.ModelAdmin):
             "%(n)d items were not stored: they had been forgotten.",
             n,
         ) % {"n": n}
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if request.user.has_perm("memories.view_memory"):
+            return fieldsets
+        return [(name, {**o, "fields": [f for f in o["fields"] if f != "memories_made"]}) for name, o in fieldsets]
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

@@ -249,3 +249,22 @@ def test_the_memory_list_is_narrow_and_names_its_counts(admin_client, household)
     delete = admin_client.post(MEMORIES, {"action": "delete_selected", ACTION_CHECKBOX_NAME: [household["memory"].pk]})
     assert "accesss" not in delete.content.decode()
     assert MemoryAccess._meta.verbose_name_plural == "memory accesses"
+
+
+def test_a_staff_user_sees_memory_text_and_conversations_only_with_the_permission_to_view_them(
+    client, django_user_model, household
+):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(username="staff", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename__in=["view_person", "view_conversation"]))
+    client.force_login(user)
+    julia, conversation = household["julia"], household["conversation"]
+    person = client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()
+    assert "Zahnarzttermin" not in person and f"{CONVERSATIONS}{conversation.pk}/change/" in person
+    page = client.get(f"{CONVERSATIONS}{conversation.pk}/change/").content.decode()
+    assert "Zahnarzttermin" not in page and "field-memories_made" not in page
+    user.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    client.force_login(django_user_model.objects.get(pk=user.pk))
+    assert "Zahnarzttermin" in client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()
+    assert "Zahnarzttermin" in client.get(f"{CONVERSATIONS}{conversation.pk}/change/").content.decode()
