@@ -180,13 +180,12 @@ if LANGUAGE_CODE not in dict(LANGUAGES):
 LOCALE_PATHS = [BASE_DIR / "locale"]
 
 
-def _system_time_zone() -> str:
-    """The machine's zone (/etc/timezone, or the zone /etc/localtime links to): the household's clock."""
+def _system_time_zone(timezone_file=Path("/etc/timezone"), localtime=Path("/etc/localtime")) -> str:
+    """The machine's zone (/etc/timezone, or the zone /etc/localtime links to): the household's clock; else UTC."""
     try:
-        name = Path("/etc/timezone").read_text().strip()
+        name = timezone_file.read_text().strip()
     except OSError:
-        link = Path("/etc/localtime")
-        name = str(link.readlink()).split("zoneinfo/", 1)[-1] if link.is_symlink() else ""
+        name = str(localtime.readlink()).split("zoneinfo/", 1)[-1] if localtime.is_symlink() else ""
     return name if "/" in name or name == "UTC" else "UTC"
 
 
