@@ -7,7 +7,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.formats import date_format
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import Truncator
@@ -148,17 +148,13 @@ class MemoryAdmin(admin.ModelAdmin):
     def content_preview(self, obj):
         return Truncator(obj.content).chars(100)
 
-    @admin.display(description=_("label"), ordering="provenance")
-    def label(self, obj):
-        return label_name(obj.provenance)
-
     @admin.display(description=_("kind · label"), ordering="provenance")
     def kind_and_label(self, obj):
         return format_html("{}<br><small>{}</small>", obj.get_kind_display(), label_name(obj.provenance))
 
     @admin.display(description=_("confidence · importance"), ordering="-importance")
     def scores(self, obj):
-        return f"{obj.confidence:.2f} · {obj.importance:.2f}"
+        return f"{number_format(obj.confidence, 2)} · {number_format(obj.importance, 2)}"
 
     # Never recalled (no MemoryAccess row) sorts as 0 / as the oldest access.
     @admin.display(description=_("recalled"), ordering=Coalesce("access__count", Value(0)))
