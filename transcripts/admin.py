@@ -166,10 +166,6 @@ class ConversationAdmin(admin.ModelAdmin):
             "{}<br><small>{}</small>", obj.get_extraction_status_display(), stats_text(obj.extraction_stats)
         )
 
-    @admin.display(description=_("extraction stats"))
-    def extraction_stats_text(self, obj):
-        return stats_text(obj.extraction_stats)
-
     @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):
         return extraction_hint(conversation=obj) or "-"
