@@ -5,11 +5,12 @@ rule (``memories.selectors.privacy``) decides from it whether memory text may re
 """
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class ModelLocation(models.TextChoices):
-    LOCAL = "local"
-    CLOUD = "cloud"
+    LOCAL = "local", _("Local")
+    CLOUD = "cloud", _("Cloud")
 
 
 LOCAL = ModelLocation.LOCAL.value

@@ -1,19 +1,28 @@
 """Admin for the household (people and rooms): in the wiring layer, since deleting and exporting a person span the apps."""
 
 import json
+from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from justai_memory import admin_recall_preview  # noqa: F401  (registers the memory admin with the recall preview)
+from justai_memory.admin_trail import source_trail
 from justai_memory.household import person_delete, person_delete_preview, person_export
 from memories.actors import Actor
+from memories.admin.filters import label_name
+from memories.models import Memory
 from people.models import Person, Room
+from transcripts.selectors import conversations_spoken_in
 
 
 def export_response(*, people) -> HttpResponse:
@@ -35,15 +44,16 @@ class PersonAdmin(admin.ModelAdmin):
     search_fields = ["name", "aliases"]
     actions = ["export_json"]
 
-    @admin.display(description="aliases")
+    @admin.display(description=_("aliases"))
     def alias_list(self, obj):
         return ", ".join(obj.aliases)
 
-    @admin.display(description="what is stored")
+    @admin.display(description=_("what is known"))
     def overview(self, obj):
-        return format_html('<a href="{}">overview</a>', reverse("admin:people_person_overview", args=[obj.pk]))
+        url = reverse("admin:people_person_overview", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, gettext("What the assistant knows"))
 
-    @admin.action(description="Export everything stored about them (JSON)")
+    @admin.action(description=_("Export everything stored about them (JSON)"))
     def export_json(self, request, queryset):
         return export_response(people=list(queryset.order_by("pk")))
 
@@ -56,35 +66,74 @@ class PersonAdmin(admin.ModelAdmin):
         ]
 
     def overview_view(self, request, person_id: int):
-        """Links to everything stored about this person, with counts."""
+        """What the assistant knows about this person: the memories inline, each with a forget button, and
+        the conversations they spoke in (any turn). Admins see every memory; forgotten ones left no text."""
         person = get_object_or_404(Person, pk=person_id)
         if not self.has_view_permission(request, person):
             raise PermissionDenied
         counts = person_delete_preview(person=person)
+        # Memory text and conversations only for who may view them in their own lists.
+        may_view_memories = request.user.has_perm("memories.view_memory")
+        may_view_conversations = request.user.has_perm("transcripts.view_conversation")
+        memories = (
+            Memory.objects.filter(Q(owner=person) | Q(about=person))
+            .defer("embedding", "search_vector")
+            .select_related("room", "owner")
+            .order_by("-created_at", "-pk")
+        )
+        memory_opts = Memory._meta
+        may_forget = request.user.has_perm(f"memories.{get_permission_codename('delete', memory_opts)}")
+        here = reverse("admin:people_person_overview", args=[person.pk])
+        rows = [
+            {
+                "memory": m,
+                "label": label_name(m.provenance),
+                "whose": gettext("theirs") if m.owner_id == person.pk else gettext("about them"),
+                "trail": source_trail(m.source_ref),
+                "forget_url": f"{reverse('admin:memories_memory_delete', args=[m.pk])}?{urlencode({'next': here})}",
+            }
+            for m in (memories if may_view_memories else [])
+        ]
 
         def changelist(model: str, **query) -> str:
-            params = "&".join(f"{k}={v}" for k, v in query.items())
-            return f"{reverse(f'admin:{model}_changelist')}?{params}"
+            return f"{reverse(f'admin:{model}_changelist')}?{urlencode(query)}"
 
-        links = [
-            ("Their private memories", changelist("memories_memory", owner=person.pk), counts["private_memories"]),
-            ("Memories about them", changelist("memories_memory", about=person.pk), None),
-            ("Conversations they spoke in", changelist("transcripts_conversation", speaker=person.pk), None),
-            ("Sightings", changelist("transcripts_sighting", person=person.pk), counts["sightings"]),
-            ("Events", changelist("transcripts_event", person=person.pk), None),
-            (
-                "Forget blocks of their private memories",
-                changelist("memories_tombstone", owner=person.pk),
-                counts["forget_blocks"],
-            ),
-            ("Export everything (JSON)", reverse("admin:people_person_export", args=[person.pk]), None),
-        ]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "original": person,
-            "title": f"What is stored about {person.name}",
-            "links": links,
+            "title": gettext("What the assistant knows about %(name)s") % {"name": person.name},
+            "rows": rows,
+            "may_forget": may_forget,
+            "may_view_memories": may_view_memories,
+            "may_view_conversations": may_view_conversations,
+            "conversations": conversations_spoken_in(person=person).select_related("room", "speaker")[:100]
+            if may_view_conversations
+            else [],
+            "links": [
+                (
+                    gettext("Their private memories, in the memory list"),
+                    changelist("memories_memory", owner=person.pk),
+                    counts["private_memories"],
+                ),
+                (
+                    gettext("Memories about them, in the memory list"),
+                    changelist("memories_memory", about=person.pk),
+                    None,
+                ),
+                (
+                    gettext("Sightings"),
+                    changelist("transcripts_sighting", person=person.pk),
+                    counts["sightings"],
+                ),
+                (gettext("Events"), changelist("transcripts_event", person=person.pk), None),
+                (
+                    gettext("Forget blocks of their private memories (no text)"),
+                    changelist("memories_tombstone", owner=person.pk),
+                    counts["forget_blocks"],
+                ),
+            ],
+            "export_url": reverse("admin:people_person_export", args=[person.pk]),
         }
         return TemplateResponse(request, "admin/people/person/overview.html", context)
 

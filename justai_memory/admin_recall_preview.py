@@ -11,9 +11,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.template.response import TemplateResponse
 from django.urls import path
+from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from justai_core.locations import LOCAL, MODEL_LOCATIONS
+from justai_memory.admin_trail import TrailMixin
 from memories.admin import MemoryAdmin
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory
@@ -29,24 +31,32 @@ VIEW_CONVERSATIONS = "transcripts.view_conversation"
 
 class RecallPreviewForm(forms.Form):
     speaker = forms.ModelChoiceField(
-        Person.objects.all(), required=False, empty_label="unknown speaker", help_text="Who asks."
+        Person.objects.all(),
+        label=_("Speaker"),
+        required=False,
+        empty_label=_("unknown speaker"),
+        help_text=_("Who asks."),
     )
-    room = forms.ModelChoiceField(Room.objects.all(), help_text="Where the question is asked.")
+    room = forms.ModelChoiceField(Room.objects.all(), label=_("Room"), help_text=_("Where the question is asked."))
     query = forms.CharField(
-        label="Question", max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
+        label=_("Question"), max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
     )
     model_location = forms.ChoiceField(
         choices=[(location, location) for location in MODEL_LOCATIONS],
         initial=LOCAL,
-        help_text="Where the model that reads the answer runs (the cloud rule applies to cloud).",
+        label=_("Model location"),
+        help_text=_("Where the model that reads the answer runs (the cloud rule applies to cloud)."),
     )
     conversation = forms.IntegerField(
         required=False,
         min_value=1,
-        help_text="Optional conversation id: its language and model location apply (cloud if either says so), "
-        "and its working memory is shown to users who may view conversations.",
+        label=_("Conversation"),
+        help_text=_(
+            "Optional conversation id: its language and model location apply (cloud if either says so), "
+            "and its working memory is shown to users who may view conversations."
+        ),
     )
-    limit = forms.IntegerField(min_value=1, max_value=50, initial=10)
+    limit = forms.IntegerField(label=_("Limit"), min_value=1, max_value=50, initial=10)
 
     def clean_conversation(self):
         pk = self.cleaned_data.get("conversation")
@@ -107,7 +117,7 @@ class RecallPreviewMixin:
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
-            "title": "Recall preview",
+            "title": _("Recall preview"),
             "form": form,
             "result": result,
             "rows": result.memories if result else None,
@@ -121,5 +131,5 @@ admin.site.unregister(Memory)
 
 
 @admin.register(Memory)
-class MemoryWithPreviewAdmin(RecallPreviewMixin, MemoryAdmin):
-    """The memories app's MemoryAdmin and the recall preview page."""
+class MemoryWithPreviewAdmin(TrailMixin, RecallPreviewMixin, MemoryAdmin):
+    """The memories app's MemoryAdmin, the recall preview page and the provenance trail."""

@@ -30,6 +30,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
 from justai_core.errors import ApplicationError
+from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory.api.auth import API_CLOSED, authorization_valid
 from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
@@ -37,7 +38,6 @@ from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, Remem
 from justai_memory.api.tools import TOOLS
 from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
-from memories.selectors.privacy import CLOUD, MODEL_LOCATIONS
 from memories.selectors.recall import RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember

@@ -58,7 +58,7 @@ SILENCED_SYSTEM_CHECKS = ["security.W021"]
 # --- end of deployment security -----------------------------------------------------------------------
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "justai_memory.admin_apps.HouseholdAdminConfig",  # django.contrib.admin with the status page as its home
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -78,6 +78,8 @@ MIDDLEWARE = [
     "justai_memory.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin's language from the browser (Accept-Language), among LANGUAGES; LANGUAGE_CODE otherwise.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -170,8 +172,27 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+# The admin speaks English, German and Italian (the project's strings in locale/, Django's own from Django):
+# the browser's language when it is one of these, LANGUAGE_CODE (the household's default) otherwise.
+LANGUAGES = [("en", "English"), ("de", "Deutsch"), ("it", "Italiano")]
+LANGUAGE_CODE = env.str("LANGUAGE_CODE", default="en")
+if LANGUAGE_CODE not in dict(LANGUAGES):
+    raise ImproperlyConfigured(f"LANGUAGE_CODE must be one of {', '.join(dict(LANGUAGES))}, not {LANGUAGE_CODE!r}.")
+LOCALE_PATHS = [BASE_DIR / "locale"]
+
+
+def _system_time_zone(timezone_file=Path("/etc/timezone"), localtime=Path("/etc/localtime")) -> str:
+    """The machine's zone (/etc/timezone, or the zone /etc/localtime links to): the household's clock; else UTC."""
+    try:
+        name = timezone_file.read_text().strip()
+    except OSError:
+        name = str(localtime.readlink()).split("zoneinfo/", 1)[-1] if localtime.is_symlink() else ""
+    return name if "/" in name or name == "UTC" else "UTC"
+
+
+# Dates in the admin are shown in this zone (stored in UTC): TIME_ZONE, or the zone the server's own clock
+# is set to, which on a household's machine is the household's (a container without one gets UTC).
+TIME_ZONE = env.str("TIME_ZONE", default="") or _system_time_zone()
 USE_I18N = True
 USE_TZ = True
 

@@ -6,6 +6,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Func, Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
 from memories.embedders import configured_dim
@@ -13,18 +14,18 @@ from memories.languages import LANGUAGE_CODE_REGEX, TEXT_SEARCH_CONFIGS
 
 
 class Kind(models.TextChoices):
-    EPISODE = "episode"
-    FACT = "fact"
-    PREFERENCE = "preference"
-    PROCEDURE = "procedure"
-    NOTE = "note"
+    EPISODE = "episode", _("Episode")
+    FACT = "fact", _("Fact")
+    PREFERENCE = "preference", _("Preference")
+    PROCEDURE = "procedure", _("Procedure")
+    NOTE = "note", _("Note")
 
 
 class Provenance(models.TextChoices):
-    CONFIRMED = "confirmed"
-    OBSERVED = "observed"
-    EXTRACTED = "extracted"
-    INFERRED = "inferred"
+    CONFIRMED = "confirmed", _("Confirmed")
+    OBSERVED = "observed", _("Observed")
+    EXTRACTED = "extracted", _("Extracted")
+    INFERRED = "inferred", _("Inferred")
 
 
 # Higher wins when memories merge.
@@ -44,22 +45,22 @@ PROVENANCE_LABELS = {
 
 
 class Source(models.TextChoices):
-    SESSION = "session"
-    TOOL = "tool"
-    EVENT = "event"
-    ADMIN = "admin"
+    SESSION = "session", _("Session")
+    TOOL = "tool", _("Tool")
+    EVENT = "event", _("Event")
+    ADMIN = "admin", _("Admin")
 
 
 class Scope(models.TextChoices):
-    PRIVATE = "private"
-    ROOM = "room"
-    SHARED = "shared"
-    SYSTEM = "system"
+    PRIVATE = "private", _("Private")
+    ROOM = "room", _("Room")
+    SHARED = "shared", _("Shared")
+    SYSTEM = "system", _("System")
 
 
 class Status(models.TextChoices):
-    ACTIVE = "active"
-    SUPERSEDED = "superseded"
+    ACTIVE = "active", _("Active")
+    SUPERSEDED = "superseded", _("Superseded")
 
 
 def choices_constraint(field: str, choices: type[models.TextChoices], name: str) -> models.CheckConstraint:
@@ -170,7 +171,8 @@ class Memory(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        verbose_name_plural = "memories"
+        verbose_name = _("memory")
+        verbose_name_plural = _("memories")
         indexes = [
             HnswIndex(
                 name="memory_embedding_hnsw",
@@ -245,7 +247,8 @@ class MemoryAccess(models.Model):
     last_accessed_at = models.DateTimeField()
 
     class Meta:
-        verbose_name = "memory access"
+        verbose_name = _("memory access")
+        verbose_name_plural = _("memory accesses")
 
     def __str__(self):
         return f"Access of memory #{self.memory_id}"
@@ -299,6 +302,8 @@ class Tombstone(models.Model):
 
     class Meta:
         ordering = ["-forgotten_at"]
+        verbose_name = _("forget block")
+        verbose_name_plural = _("forget blocks")
         constraints = [*scope_constraints("tombstone")]
 
     def __str__(self):
@@ -329,6 +334,8 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name = _("audit event")
+        verbose_name_plural = _("audit events")
         constraints = [choices_constraint("action", AuditAction, "audit_action_valid")]
 
     def __str__(self):
@@ -378,6 +385,8 @@ class ConsolidationRun(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        verbose_name = _("consolidation run")
+        verbose_name_plural = _("consolidation runs")
         constraints = [choices_constraint("status", RunStatus, "consolidation_status_valid")]
 
     def __str__(self):
@@ -392,6 +401,8 @@ class EmbeddingSpace(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = _("embedding space")
+        verbose_name_plural = _("embedding spaces")
         constraints = [models.CheckConstraint(condition=Q(pk=1), name="embedding_space_singleton")]
 
     def __str__(self):

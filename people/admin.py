@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
+from django.utils.translation import gettext_lazy as _
 
 from people.models import Household
 
@@ -12,9 +13,9 @@ class HouseholdAdmin(admin.ModelAdmin):
     """The one settings row on one page: the list redirects to it; it can be neither added nor deleted."""
 
     fieldsets = [
-        ("Privacy", {"fields": ["personal_memories_to_cloud"]}),
+        (_("Privacy"), {"fields": ["personal_memories_to_cloud"]}),
         (
-            "Retention (days)",
+            _("Retention (days)"),
             {"fields": ["transcript_retention_days", "sighting_retention_days", "event_retention_days"]},
         ),
     ]
@@ -33,5 +34,5 @@ class HouseholdAdmin(admin.ModelAdmin):
 
     def response_change(self, request, obj):
         # The list is this page: stay here after saving.
-        self.message_user(request, "Settings saved.", messages.SUCCESS)
+        self.message_user(request, _("Settings saved."), messages.SUCCESS)
         return redirect("admin:people_household_change", obj.pk)

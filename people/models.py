@@ -2,6 +2,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
+from django.utils.translation import gettext_lazy as _
 
 LANGUAGE_CODE_REGEX = r"^[a-z]{2,3}$"
 
@@ -16,7 +17,8 @@ class Person(models.Model):
 
     class Meta:
         ordering = ["name"]
-        verbose_name_plural = "people"
+        verbose_name = _("person")
+        verbose_name_plural = _("people")
         constraints = [
             models.UniqueConstraint(Lower("name"), name="person_name_unique_ci"),
             models.CheckConstraint(condition=~models.Q(name=""), name="person_name_not_empty"),
@@ -37,6 +39,8 @@ class Room(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = _("room")
+        verbose_name_plural = _("rooms")
         constraints = [
             models.UniqueConstraint(Lower("name"), name="room_name_unique_ci"),
             models.CheckConstraint(condition=~models.Q(name=""), name="room_name_not_empty"),
@@ -61,7 +65,7 @@ class Household(models.Model):
     event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
 
     class Meta:
-        verbose_name = verbose_name_plural = "household settings"
+        verbose_name = verbose_name_plural = _("household settings")
         constraints = [
             models.CheckConstraint(condition=models.Q(pk=1), name="household_singleton"),
             models.CheckConstraint(

@@ -3,11 +3,23 @@
 import json
 
 from django.contrib import admin, messages
-from django.db.models import Count
-from django.utils.html import format_html
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q
+from django.http import HttpResponseNotAllowed
+from django.shortcuts import redirect
+from django.urls import path
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
+from memories.admin.base import memory_link, when
+from memories.admin.filters import label_name
+from memories.models import Memory
 from transcripts.models import Conversation, Event, Sighting, Turn
-from transcripts.selectors import extraction_hint
+from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
 from transcripts.services.rerun import conversations_extract_rerun
 
 
@@ -38,11 +50,11 @@ class TurnInline(admin.TabularInline):
 
 
 class EndedFilter(admin.SimpleListFilter):
-    title = "ended"
+    title = _("ended")
     parameter_name = "ended"
 
     def lookups(self, request, model_admin):
-        return [("yes", "ended"), ("no", "still open")]
+        return [("yes", _("ended")), ("no", _("still open"))]
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
@@ -56,18 +68,15 @@ class EndedFilter(admin.SimpleListFilter):
 class ConversationAdmin(admin.ModelAdmin):
     """Conversations are records of what was said: read-only, except for re-running their extraction."""
 
+    # Few, narrow columns: the list fits a 1,366 px screen with the filters beside it.
     list_display = [
         "id",
-        "started_at",
+        "started",
         "room",
         "speaker_or_unknown",
-        "language",
-        "model_location",
         "turn_count",
-        "ended_at",
-        "ended_by",
-        "extraction_status",
-        "extraction_stats_text",
+        "language_and_location",
+        "extraction",
     ]
     list_filter = [
         "extraction_status",
@@ -84,13 +93,30 @@ class ConversationAdmin(admin.ModelAdmin):
     date_hierarchy = "started_at"
     inlines = [TurnInline]
     actions = ["rerun_extraction"]
+    change_form_template = "admin/transcripts/conversation/change_form.html"
     fieldsets = [
-        (None, {"fields": ["room", "speaker", "language", "model_location", "started_at", "ended_at", "ended_by"]}),
         (
-            "Extraction",
+            None,
+            {
+                "fields": [
+                    "room",
+                    "speaker",
+                    "who_spoke",
+                    "language",
+                    "model_location",
+                    "started_at",
+                    "ended_at",
+                    "ended_by",
+                ]
+            },
+        ),
+        (_("What it taught the assistant"), {"fields": ["memories_made", "dropped_by_forget_blocks"]}),
+        (
+            _("Extraction"),
             {
                 "fields": [
                     "extraction_status",
+                    "next_retry",
                     "extraction_stats_pretty",
                     "extraction_attempts",
                     "extraction_error",
@@ -114,44 +140,135 @@ class ConversationAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    @admin.display(description="speaker", ordering="speaker__name")
+    @admin.display(description=_("speaker"), ordering="speaker__name")
     def speaker_or_unknown(self, obj):
-        return obj.speaker or "unknown"
+        return obj.speaker or gettext("unknown")
 
-    @admin.display(description="turns", ordering="turn_count")
+    @admin.display(description=_("turns"), ordering="turn_count")
     def turn_count(self, obj):
         return obj.turn_count
 
-    @admin.display(description="extraction stats")
-    def extraction_stats_text(self, obj):
-        return stats_text(obj.extraction_stats)
+    @admin.display(description=_("started · ended"), ordering="started_at")
+    def started(self, obj):
+        def local(moment):
+            return date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
 
-    @admin.display(description="what to do")
+        ended = local(obj.ended_at) if obj.ended_at else gettext("still open")
+        return format_html("{}<br><small>{}</small>", local(obj.started_at), ended)
+
+    @admin.display(description=_("language · model"), ordering="language")
+    def language_and_location(self, obj):
+        return f"{obj.language} · {obj.get_model_location_display()}"
+
+    @admin.display(description=_("extraction"), ordering="extraction_status")
+    def extraction(self, obj):
+        return format_html(
+            "{}<br><small>{}</small>", obj.get_extraction_status_display(), stats_text(obj.extraction_stats)
+        )
+
+    @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):
         return extraction_hint(conversation=obj) or "-"
 
-    @admin.display(description="extraction stats")
+    @admin.display(description=_("who spoke"))
+    def who_spoke(self, obj):
+        return ", ".join(p.name for p in conversation_speakers(conversation=obj)) or gettext("unknown speaker")
+
+    @admin.display(description=_("next retry"))
+    def next_retry(self, obj):
+        moment = extraction_retries_scheduled().get(obj.pk)
+        return when(moment) if moment else "-"
+
+    @admin.display(description=_("memories it made"))
+    def memories_made(self, obj):
+        """The memories this conversation's extraction stored or merged into (their text: for who may view memories)."""
+        ids = [pk for pk in (obj.extraction_stats or {}).get("memory_ids", []) if isinstance(pk, int)]
+        found = (
+            Memory.objects.filter(Q(source_ref=f"conversation:{obj.pk}") | Q(pk__in=ids))
+            .only("pk", "content", "provenance", "scope", "owner", "room")
+            .select_related("owner", "room")
+            .order_by("pk")
+        )
+        if not found:
+            return "-"
+        return format_html_join(
+            "",
+            '<div class="conversation-memory">{}: {} <small>({} · {})</small></div>',
+            (
+                (memory_link(m.pk), Truncator(m.content).chars(140), label_name(m.provenance), m.get_scope_display())
+                for m in found
+            ),
+        )
+
+    @admin.display(description=_("left out by forget blocks"))
+    def dropped_by_forget_blocks(self, obj):
+        """How many items a forget block kept out (a count: the forgotten text exists nowhere)."""
+        n = (obj.extraction_stats or {}).get("skipped_forgotten", 0)
+        if not n:
+            return gettext("none")
+        return ngettext(
+            "%(n)d item was not stored: it had been forgotten.",
+            "%(n)d items were not stored: they had been forgotten.",
+            n,
+        ) % {"n": n}
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if request.user.has_perm("memories.view_memory"):
+            return fieldsets
+        return [(name, {**o, "fields": [f for f in o["fields"] if f != "memories_made"]}) for name, o in fieldsets]
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<int:conversation_id>/rerun/",
+                self.admin_site.admin_view(self.rerun_view),
+                name="{}_{}_rerun".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def render_change_form(self, request, context, *args, **kwargs):
+        context["may_rerun"] = super().has_change_permission(request)
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def rerun_view(self, request, conversation_id: int):
+        """POST from the conversation's page: the same re-run as the list's action, back to the page."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not super().has_change_permission(request):
+            raise PermissionDenied
+        self.rerun_extraction(request, Conversation.objects.filter(pk=conversation_id))
+        return redirect("admin:transcripts_conversation_change", conversation_id)
+
+    @admin.display(description=_("extraction stats"))
     def extraction_stats_pretty(self, obj):
         if not obj.extraction_stats:
             return "-"
         return format_html("<pre>{}</pre>", json.dumps(obj.extraction_stats, indent=2, sort_keys=True))
 
-    @admin.action(description="Re-run extraction of the selected conversations", permissions=["change"])
+    @admin.action(description=_("Re-run extraction of the selected conversations"), permissions=["change"])
     def rerun_extraction(self, request, queryset):
         """Reset and queue the extraction of the selected conversations (``conversations_extract_rerun``)."""
         result = conversations_extract_rerun(conversation_ids=list(queryset.values_list("pk", flat=True)))
         if result.queued:
-            self.message_user(
-                request,
-                f"Queued extraction for {len(result.queued)} conversation(s): "
-                f"{', '.join(f'#{pk}' for pk in result.queued)}.",
-                messages.SUCCESS,
+            message = ngettext(
+                "Queued extraction for %(n)d conversation: %(ids)s. Any retry it had scheduled was replaced.",
+                "Queued extraction for %(n)d conversations: %(ids)s. Any retry they had scheduled was replaced.",
+                len(result.queued),
             )
+            ids = ", ".join(f"#{pk}" for pk in result.queued)
+            self.message_user(request, message % {"n": len(result.queued), "ids": ids}, messages.SUCCESS)
         by_reason: dict[str, list[int]] = {}
         for pk, reason in sorted(result.refused.items()):
             by_reason.setdefault(reason, []).append(pk)
         for reason, ids in by_reason.items():
-            self.message_user(request, f"Not queued, {reason}: {', '.join(f'#{pk}' for pk in ids)}.", messages.WARNING)
+            text = gettext("Not queued, %(reason)s: %(ids)s.") % {
+                "reason": reason,
+                "ids": ", ".join(f"#{pk}" for pk in ids),
+            }
+            self.message_user(request, text, messages.WARNING)
 
 
 @admin.register(Sighting)

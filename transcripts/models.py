@@ -1,6 +1,7 @@
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from justai_core.locations import ModelLocation
 from memories.languages import LANGUAGE_CODE_REGEX
@@ -8,19 +9,19 @@ from memories.models import choices_constraint
 
 
 class ExtractionStatus(models.TextChoices):
-    OPEN = "open", "conversation still open"
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    SKIPPED = "skipped"
-    FAILED = "failed"
-    WAITING_LOCAL = "waiting_local", "waiting for a local model"
-    BLOCKED = "blocked", "blocked (speaker deleted)"
+    OPEN = "open", _("conversation still open")
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    DONE = "done", _("Done")
+    SKIPPED = "skipped", _("Skipped")
+    FAILED = "failed", _("Failed")
+    WAITING_LOCAL = "waiting_local", _("waiting for a local model")
+    BLOCKED = "blocked", _("blocked (speaker deleted)")
 
 
 class EndedBy(models.TextChoices):
-    ASSISTANT = "assistant", "the assistant (end)"
-    IDLE = "idle", "the sweep (no new turn for CONVERSATION_IDLE_MINUTES)"
+    ASSISTANT = "assistant", _("the assistant (end)")
+    IDLE = "idle", _("the sweep (no new turn for CONVERSATION_IDLE_MINUTES)")
 
 
 class Conversation(models.Model):
@@ -46,6 +47,8 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
         indexes = [models.Index(fields=["extraction_status", "ended_at"], name="conversation_extraction_idx")]
         constraints = [
             choices_constraint("model_location", ModelLocation, "conversation_model_location_valid"),
@@ -82,6 +85,8 @@ class Turn(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        verbose_name = _("turn")
+        verbose_name_plural = _("turns")
         indexes = [models.Index(fields=["conversation", "created_at"], name="turn_conversation_time_idx")]
         constraints = [
             choices_constraint("role", Role, "turn_role_valid"),
@@ -101,6 +106,8 @@ class Sighting(models.Model):
 
     class Meta:
         ordering = ["-seen_at"]
+        verbose_name = _("sighting")
+        verbose_name_plural = _("sightings")
 
     def __str__(self):
         return f"Sighting #{self.pk}"
@@ -117,6 +124,8 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-occurred_at"]
+        verbose_name = _("event")
+        verbose_name_plural = _("events")
         constraints = [models.CheckConstraint(condition=~Q(kind=""), name="event_kind_not_empty")]
 
     def __str__(self):

@@ -9,6 +9,7 @@ from django.db.models.functions import Length, Trim
 from django_q.models import OrmQ, Schedule
 
 from justai_core import ai_router
+from people.models import Person
 from transcripts.models import Conversation, Event, ExtractionStatus, Role, Sighting, Turn
 
 WORKING_MEMORY_TURNS = 30
@@ -61,13 +62,22 @@ def extraction_jobs_pending() -> set[int]:
         task = item.task
         if task.get("func") == EXTRACT_JOB and task.get("args"):
             ids.add(task["args"][0])
-    for args in Schedule.objects.filter(func=EXTRACT_JOB).exclude(repeats=0).values_list("args", flat=True):
+    ids.update(extraction_retries_scheduled())
+    return ids
+
+
+def extraction_retries_scheduled() -> dict[int, datetime]:
+    """Conversation id -> when its scheduled extraction (a retry after a failure) runs next."""
+    retries: dict[int, datetime] = {}
+    for args, next_run in Schedule.objects.filter(func=EXTRACT_JOB).exclude(repeats=0).values_list("args", "next_run"):
         try:
             value = ast.literal_eval(args or "()")
         except (SyntaxError, ValueError):
             continue
-        ids.update(v for v in (value if isinstance(value, tuple) else (value,)) if isinstance(v, int))
-    return ids
+        for pk in value if isinstance(value, tuple) else (value,):
+            if isinstance(pk, int):
+                retries[pk] = min(next_run, retries.get(pk, next_run))
+    return retries
 
 
 def conversations_extraction_lost(*, ended_before: datetime, max_attempts: int) -> QuerySet[Conversation]:
@@ -90,6 +100,18 @@ def person_conversations(*, person) -> QuerySet[Conversation]:
         "turns", queryset=Turn.objects.filter(speaker=person).order_by("created_at", "id"), to_attr="own_turns"
     )
     return Conversation.objects.filter(speaker=person).order_by("started_at", "id").prefetch_related(own_turns)
+
+
+def conversation_speakers(*, conversation: Conversation) -> list:
+    """Everyone who spoke a turn in the conversation, and its main speaker, by name."""
+    spoke = Turn.objects.filter(conversation=conversation, speaker__isnull=False).values("speaker")
+    return list(Person.objects.filter(Q(pk=conversation.speaker_id) | Q(pk__in=spoke)).order_by("name"))
+
+
+def conversations_spoken_in(*, person) -> QuerySet[Conversation]:
+    """Conversations in which ``person`` was the main speaker or spoke any turn, newest first."""
+    spoke = Turn.objects.filter(speaker=person).values("conversation")
+    return Conversation.objects.filter(Q(speaker=person) | Q(pk__in=spoke)).order_by("-started_at", "-id")
 
 
 def person_turns_elsewhere(*, person) -> QuerySet[Turn]:

@@ -80,3 +80,21 @@ def test_static_files_are_served_by_whitenoise(client):
     response = client.get("/static/admin/css/base.css")
     assert response.status_code == 200
     assert b"".join(response.streaming_content).strip()
+
+
+def test_the_time_zone_is_the_setting_or_the_machines_own_zone(tmp_path):
+    from justai_memory.settings import _system_time_zone
+
+    zone_file, link = tmp_path / "timezone", tmp_path / "localtime"
+    assert _system_time_zone(zone_file, link) == "UTC"  # neither: UTC
+    link.symlink_to("/usr/share/zoneinfo/Europe/Rome")
+    assert _system_time_zone(zone_file, link) == "Europe/Rome"
+    zone_file.write_text("Europe/Berlin\n")
+    assert _system_time_zone(zone_file, link) == "Europe/Berlin"
+    assert settings_value("TIME_ZONE", TIME_ZONE="Europe/Vienna").stdout.strip() == "'Europe/Vienna'"
+
+
+def test_the_admins_default_language_is_checked():
+    assert settings_value("LANGUAGE_CODE", LANGUAGE_CODE="it").stdout.strip() == "'it'"
+    result = settings_value("LANGUAGE_CODE", LANGUAGE_CODE="fr")
+    assert result.returncode != 0 and "LANGUAGE_CODE must be one of en, de, it" in result.stderr

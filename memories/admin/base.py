@@ -1,12 +1,52 @@
-"""What the memories admin classes share: the actor an admin user is audited as, links, record admins."""
+"""What the memories admin classes share: links, actor names, dates as people read them, record admins."""
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html
+from django.utils.timesince import timesince
+from django.utils.translation import gettext as _
+
+from people.models import Person
 
 
 def memory_link(pk: int) -> str:
     return format_html('<a href="{}">#{}</a>', reverse("admin:memories_memory_change", args=[pk]), pk)
+
+
+def when(moment) -> str:
+    """A date as the admin's language writes it, and how long ago: '2.12.2026 10:15 (3 Stunden ago)'."""
+    if moment is None:
+        return "-"
+    local = timezone.localtime(moment)
+    return _("%(date)s (%(ago)s ago)") % {
+        "date": date_format(local, "SHORT_DATETIME_FORMAT"),
+        "ago": timesince(moment, depth=1),
+    }
+
+
+def actor_name(actor: str) -> str:
+    """An audit actor string in words: 'person:1' -> 'Julia', 'admin:2' -> 'admin anna', 'job:x' -> 'job x'."""
+    kind, _sep, ref = actor.partition(":")
+    if kind == "person" and ref.isdigit():
+        person = Person.objects.filter(pk=int(ref)).first()
+        return person.name if person else _("a deleted person")
+    if kind == "admin" and ref.isdigit():
+        user = get_user_model().objects.filter(pk=int(ref)).first()
+        return _("admin %(name)s") % {"name": user.get_username()} if user else _("a deleted admin user")
+    if kind == "tool":
+        return _("the assistant (unknown speaker)")
+    if kind == "schedule":
+        return _("the schedule")
+    if kind == "command":
+        return _("a command")
+    if kind == "job":
+        return _("job %(name)s") % {"name": ref}
+    if kind == "consolidation":
+        return _("consolidation run #%(id)s") % {"id": ref}
+    return actor
 
 
 class RecordAdmin(admin.ModelAdmin):

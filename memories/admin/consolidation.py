@@ -7,6 +7,7 @@ from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.translation import gettext
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
@@ -69,8 +70,12 @@ class ConsolidationRunAdmin(RecordAdmin):
 
 def queued_message(run: ConsolidationRun) -> str:
     """The message that links a queued run: its row shows the stats once the job cluster has run it."""
-    what = "Dry run" if run.dry_run else "Consolidation run"
+    what = gettext("Dry run") if run.dry_run else gettext("Consolidation run")
     url = reverse("admin:memories_consolidationrun_change", args=[run.pk])
     return format_html(
-        '{} <a href="{}">#{}</a> is queued; the job cluster runs it and its row shows the stats.', what, url, run.pk
+        '{} <a href="{}">#{}</a> {}',
+        what,
+        url,
+        run.pk,
+        gettext("is queued; the job cluster runs it and its row shows the stats."),
     )

@@ -1,8 +1,23 @@
 """List filters of the memory list."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from memories.models import PROVENANCE_LABELS, Provenance
+
+# The labels the assistant is told (PROVENANCE_LABELS: prompt text, never translated), in the admin's language.
+LABEL_NAMES = {
+    Provenance.CONFIRMED: _("confirmed"),
+    Provenance.OBSERVED: _("observed"),
+    Provenance.EXTRACTED: _("from conversation"),
+    Provenance.INFERRED: _("GUESS"),
+}
+assert LABEL_NAMES.keys() == PROVENANCE_LABELS.keys()
+
+
+def label_name(provenance: str) -> str:
+    """A memory's label as the admin page shows it."""
+    return str(LABEL_NAMES[provenance])
 
 
 class ScoreBandFilter(admin.SimpleListFilter):
@@ -11,7 +26,7 @@ class ScoreBandFilter(admin.SimpleListFilter):
     bands = {"low": (0.0, 1 / 3), "medium": (1 / 3, 2 / 3), "high": (2 / 3, 1.01)}
 
     def lookups(self, request, model_admin):
-        return [("low", "low (< 0.33)"), ("medium", "medium"), ("high", "high (≥ 0.67)")]
+        return [("low", _("low (< 0.33)")), ("medium", _("medium")), ("high", _("high (≥ 0.67)"))]
 
     def queryset(self, request, queryset):
         if self.value() not in self.bands:
@@ -21,21 +36,21 @@ class ScoreBandFilter(admin.SimpleListFilter):
 
 
 class ConfidenceFilter(ScoreBandFilter):
-    title = "confidence"
+    title = _("confidence")
     parameter_name = "confidence"
 
 
 class ImportanceFilter(ScoreBandFilter):
-    title = "importance"
+    title = _("importance")
     parameter_name = "importance"
 
 
 class AccessCountFilter(admin.SimpleListFilter):
-    title = "access count"
+    title = _("access count")
     parameter_name = "recalled"
 
     def lookups(self, request, model_admin):
-        return [("never", "never recalled"), ("yes", "recalled")]
+        return [("never", _("never recalled")), ("yes", _("recalled"))]
 
     def queryset(self, request, queryset):
         if self.value() == "never":
@@ -48,11 +63,11 @@ class AccessCountFilter(admin.SimpleListFilter):
 class LabelFilter(admin.SimpleListFilter):
     """Provenance under the names the assistant is told (confirmed / observed / from conversation / GUESS)."""
 
-    title = "label"
+    title = _("label")
     parameter_name = "provenance"
 
     def lookups(self, request, model_admin):
-        return [(value, PROVENANCE_LABELS[value]) for value in Provenance.values]
+        return [(value, LABEL_NAMES[value]) for value in Provenance.values]
 
     def queryset(self, request, queryset):
         if self.value() in Provenance.values:

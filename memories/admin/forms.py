@@ -1,6 +1,7 @@
 """Forms of the memories admin: edit, add a note. Rules stay in the services they call."""
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory
@@ -20,10 +21,29 @@ class ScopeFormMixin:
         return cleaned
 
 
+# The labels of the fields an admin fills in, in the admin's language (the model's field names are English).
+LABELS = {
+    "content": _("Content"),
+    "language": _("Language"),
+    "kind": _("Kind"),
+    "provenance": _("Provenance"),
+    "confidence": _("Confidence"),
+    "importance": _("Importance"),
+    "scope": _("Scope"),
+    "owner": _("Owner"),
+    "room": _("Room"),
+    "about": _("About"),
+    "subject": _("Subject"),
+    "predicate": _("Predicate"),
+    "valid_at": _("Valid at"),
+}
+
+
 class MemoryChangeForm(ScopeFormMixin, forms.ModelForm):
     class Meta:
         model = Memory
         fields = EDITABLE_FIELDS
+        labels = LABELS
 
 
 class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
@@ -33,8 +53,11 @@ class MemoryNoteForm(ScopeFormMixin, forms.ModelForm):
         model = Memory
         fields = ["content", "language", "scope", "owner", "room", "about", "importance"]
         widgets = {"content": forms.Textarea(attrs={"rows": 4, "maxlength": MAX_TEXT_CHARS})}
-        help_texts = {"language": "Leave empty to detect it from the text."}
+        help_texts = {"language": _("Leave empty to detect it from the text.")}
+        labels = LABELS
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["language"].required = False
+        # Empty, not the model's default "en": an empty language is detected from the text.
+        self.initial["language"] = ""

@@ -4,14 +4,20 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ORDER_VAR
 from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.functions import Coalesce
+from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format, number_format
 from django.utils.html import format_html, format_html_join
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import Truncator
+from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.admin.base import memory_link
-from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter
+from memories.admin.base import actor_name, memory_link, when
+from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter, label_name
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
 from memories.selectors.search import memories_search
@@ -25,15 +31,12 @@ class MemoryAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "content_preview",
-        "kind",
-        "label",
+        "kind_and_label",
         "scope_with_owner",
         "language",
         "status_with_successor",
-        "confidence",
-        "importance",
-        "access_count",
-        "last_accessed_at",
+        "scores",
+        "recalled",
     ]
     list_display_links = ["id", "content_preview"]
     list_filter = [
@@ -54,16 +57,16 @@ class MemoryAdmin(admin.ModelAdmin):
     list_per_page = 50
     # The stock search needs a field to show its box; get_search_results replaces it with the hybrid search.
     search_fields = ["content"]
-    search_help_text = "Searches by meaning and by words: 'Schlüssel' finds 'key', '4711' finds the gate code."
+    search_help_text = _("Searches by meaning and by words: 'Schlüssel' finds 'key', '4711' finds the gate code.")
     exclude = ["embedding"]
     form = MemoryChangeForm
     add_form = MemoryNoteForm
     readonly_fields = [
         "source",
-        "source_ref",
+        "learned_from",
         "occurrences",
         "access_count",
-        "last_accessed_at",
+        "last_accessed",
         "status",
         "superseded_by_link",
         "supersedes_links",
@@ -73,19 +76,24 @@ class MemoryAdmin(admin.ModelAdmin):
     ]
     fieldsets = [
         (None, {"fields": ["content", "language", "kind"]}),
-        ("Origin", {"fields": ["provenance", "confidence", "importance", "source", "source_ref", "occurrences"]}),
-        ("Who sees it", {"fields": ["scope", "owner", "room", "about"]}),
-        ("Contradictions", {"fields": ["subject", "predicate", "status", "superseded_by_link", "supersedes_links"]}),
-        ("Dates and use", {"fields": ["valid_at", "created_at", "updated_at", "access_count", "last_accessed_at"]}),
-        ("History", {"fields": ["audit_trail"]}),
+        (
+            _("Where it came from"),
+            {"fields": ["learned_from", "provenance", "confidence", "importance", "source", "occurrences"]},
+        ),
+        (_("Who sees it"), {"fields": ["scope", "owner", "room", "about"]}),
+        (_("Contradictions"), {"fields": ["subject", "predicate", "status", "superseded_by_link", "supersedes_links"]}),
+        (_("Dates and use"), {"fields": ["valid_at", "created_at", "updated_at", "access_count", "last_accessed"]}),
+        (_("History"), {"fields": ["audit_trail"]}),
     ]
     add_fieldsets = [
         (
             None,
             {
                 "fields": ["content", "language", "scope", "owner", "room", "about", "importance"],
-                "description": "A note is stored as kind 'note', source 'admin', provenance 'confirmed'. "
-                "When it duplicates a memory of the same scope, the two are merged.",
+                "description": _(
+                    "A note is stored as kind 'note', source 'admin', provenance 'confirmed'. "
+                    "When it duplicates a memory of the same scope, the two are merged."
+                ),
             },
         )
     ]
@@ -95,6 +103,22 @@ class MemoryAdmin(admin.ModelAdmin):
         return super().get_queryset(request).defer("embedding", "search_vector")
 
     # Deleting in the admin is forgetting: a text-less tombstone stays and blocks the content's return.
+    # The pages say so: "Forget" (templates/admin/memories/memory/), never "Delete".
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            func, name, _description = actions["delete_selected"]
+            actions["delete_selected"] = (func, name, _("Forget the selected memories"))
+        return actions
+
+    def response_delete(self, request, obj_display, obj_id):
+        """Back to the page the forget started from (a person's page), when it is on this site."""
+        back = request.POST.get("next", "")
+        if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+            self.message_user(request, gettext("Forgotten: %(memory)s.") % {"memory": obj_display}, messages.SUCCESS)
+            return HttpResponseRedirect(back)
+        return super().response_delete(request, obj_display, obj_id)
+
     def delete_model(self, request, obj):
         memories_forget(memory_ids=[obj.pk], actor=Actor.admin(request.user), by_user=request.user)
 
@@ -118,49 +142,65 @@ class MemoryAdmin(admin.ModelAdmin):
         rank = Case(*(When(pk=pk, then=position) for position, pk in enumerate(ids)), output_field=IntegerField())
         return found.annotate(search_rank=rank).order_by("search_rank", "-pk"), False
 
-    # list columns
+    # list columns (few and narrow, so that the list fits a 1,366 px screen)
 
-    @admin.display(description="content", ordering="content")
+    @admin.display(description=_("content"), ordering="content")
     def content_preview(self, obj):
         return Truncator(obj.content).chars(100)
 
-    @admin.display(description="label", ordering="provenance")
-    def label(self, obj):
-        return obj.label
+    @admin.display(description=_("kind · label"), ordering="provenance")
+    def kind_and_label(self, obj):
+        return format_html("{}<br><small>{}</small>", obj.get_kind_display(), label_name(obj.provenance))
+
+    @admin.display(description=_("confidence · importance"), ordering="-importance")
+    def scores(self, obj):
+        return f"{number_format(obj.confidence, 2)} · {number_format(obj.importance, 2)}"
 
     # Never recalled (no MemoryAccess row) sorts as 0 / as the oldest access.
-    @admin.display(description="access count", ordering=Coalesce("access__count", Value(0)))
+    @admin.display(description=_("recalled"), ordering=Coalesce("access__count", Value(0)))
+    def recalled(self, obj):
+        if not obj.access_count:
+            return gettext("never")
+        times = ngettext("%(n)d time", "%(n)d times", obj.access_count) % {"n": obj.access_count}
+        return format_html("{}<br><small>{}</small>", times, when(obj.last_accessed_at))
+
+    @admin.display(description=_("access count"), ordering=Coalesce("access__count", Value(0)))
     def access_count(self, obj):
         return obj.access_count
 
-    @admin.display(description="last accessed", ordering=F("access__last_accessed_at").asc(nulls_first=True))
-    def last_accessed_at(self, obj):
-        return obj.last_accessed_at
+    @admin.display(description=_("last accessed"), ordering=F("access__last_accessed_at").asc(nulls_first=True))
+    def last_accessed(self, obj):
+        return when(obj.last_accessed_at)
 
-    @admin.display(description="scope", ordering="scope")
+    @admin.display(description=_("scope"), ordering="scope")
     def scope_with_owner(self, obj):
         if obj.scope == Scope.PRIVATE:
-            return f"private · {obj.owner}"
+            return format_html("{}<br><small>{}</small>", obj.get_scope_display(), obj.owner)
         if obj.scope == Scope.ROOM:
-            return f"room · {obj.room}"
-        return obj.scope
+            return format_html("{}<br><small>{}</small>", obj.get_scope_display(), obj.room)
+        return obj.get_scope_display()
 
-    @admin.display(description="status", ordering="status")
+    @admin.display(description=_("status"), ordering="status")
     def status_with_successor(self, obj):
         if obj.status == Status.SUPERSEDED and obj.superseded_by_id:
-            return format_html("superseded by {}", memory_link(obj.superseded_by_id))
+            return format_html("{} {}", gettext("superseded by"), memory_link(obj.superseded_by_id))
         return obj.get_status_display()
+
+    @admin.display(description=_("learned from"))
+    def learned_from(self, obj):
+        """Where it was learned (the wiring layer's admin links the conversation or event)."""
+        return obj.source_ref or "-"
 
     # read-only fields of the change page
 
-    @admin.display(description="superseded by")
+    @admin.display(description=_("superseded by"))
     def superseded_by_link(self, obj):
         if not obj.superseded_by_id:
             return "-"
         successor = Memory.objects.only("pk", "content").get(pk=obj.superseded_by_id)
         return format_html("{}: {}", memory_link(successor.pk), Truncator(successor.content).chars(120))
 
-    @admin.display(description="supersedes")
+    @admin.display(description=_("supersedes"))
     def supersedes_links(self, obj):
         older = Memory.objects.filter(superseded_by=obj).only("pk", "content").order_by("-valid_at")
         if not older:
@@ -171,7 +211,7 @@ class MemoryAdmin(admin.ModelAdmin):
             ((memory_link(m.pk), Truncator(m.content).chars(120)) for m in older),
         )
 
-    @admin.display(description="audit trail")
+    @admin.display(description=_("history"))
     def audit_trail(self, obj):
         events = AuditEvent.objects.filter(memory_id=obj.pk)[:20]
         if not events:
@@ -182,15 +222,17 @@ class MemoryAdmin(admin.ModelAdmin):
             "<div>{} · {} · {}{}</div>",
             (
                 (
-                    e.created_at.strftime("%Y-%m-%d %H:%M"),
+                    date_format(timezone.localtime(e.created_at), "SHORT_DATETIME_FORMAT"),
                     e.get_action_display(),
-                    e.actor,
-                    format_html(" (with {})", memory_link(e.related_memory_id)) if e.related_memory_id else "",
+                    actor_name(e.actor),
+                    format_html(" ({} {})", gettext("with"), memory_link(e.related_memory_id))
+                    if e.related_memory_id
+                    else "",
                 )
                 for e in events
             ),
         )
-        return format_html('{}<div><a href="{}">all events</a></div>', rows, url)
+        return format_html('{}<div><a href="{}">{}</a></div>', rows, url, gettext("all events"))
 
     # add = a note; change = memory_edit
 
@@ -219,7 +261,7 @@ class MemoryAdmin(admin.ModelAdmin):
         return RefusedForm
 
     def add_view(self, request, form_url="", extra_context=None):
-        return super().add_view(request, form_url, {"title": "Add a note", **(extra_context or {})})
+        return super().add_view(request, form_url, {"title": gettext("Add a note"), **(extra_context or {})})
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         # The services hold the rules (a forget block, a duplicate, the limits): when one refuses, its
@@ -237,7 +279,8 @@ class MemoryAdmin(admin.ModelAdmin):
             for other in result.merged_ids:
                 self.message_user(
                     request,
-                    f"Memory #{other} was a duplicate of the edited text and was merged into this one.",
+                    gettext("Memory #%(id)s was a duplicate of the edited text and was merged into this one.")
+                    % {"id": other},
                     messages.INFO,
                 )
             return
@@ -256,5 +299,7 @@ class MemoryAdmin(admin.ModelAdmin):
         obj._state.adding = False
         if result.outcome == StoreOutcome.MERGED:
             self.message_user(
-                request, f"The note duplicated memory #{obj.pk} and was merged into it.", messages.WARNING
+                request,
+                gettext("The note duplicated memory #%(id)s and was merged into it.") % {"id": obj.pk},
+                messages.WARNING,
             )

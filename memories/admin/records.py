@@ -1,6 +1,7 @@
 """Text-free records, read only: the audit trail and the embedding space."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from memories.admin.base import RecordAdmin
 from memories.models import AuditEvent, EmbeddingSpace
@@ -13,13 +14,13 @@ class AuditEventAdmin(RecordAdmin):
     list_display = ["created_at", "memory", "action", "related", "count", "actor"]
     list_filter = ["action", "created_at"]
     search_fields = ["=memory_id", "=related_memory_id", "actor"]
-    search_help_text = "A memory id, or an actor such as admin:1, tool, job:memory.consolidate."
+    search_help_text = _("A memory id, or an actor such as admin:1, tool, job:memory.consolidate.")
 
-    @admin.display(description="memory", ordering="memory_id")
+    @admin.display(description=_("memory"), ordering="memory_id")
     def memory(self, obj):
         return f"#{obj.memory_id}"
 
-    @admin.display(description="related memory")
+    @admin.display(description=_("related memory"))
     def related(self, obj):
         return f"#{obj.related_memory_id}" if obj.related_memory_id else ""
 

@@ -1,6 +1,7 @@
 """Forget blocks, without text: who, which scope, when. Lifting one lets its content be stored again."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from memories.actors import Actor
 from memories.admin.actions import lift_blocks
@@ -28,18 +29,22 @@ class TombstoneAdmin(RecordAdmin):
     list_filter = ["scope", "embedder"]
     list_select_related = ["owner", "room", "forgotten_by_person", "forgotten_by_user"]
     date_hierarchy = "forgotten_at"
-    # The digests are no text, but listing them helps nobody; the page says how many there are.
-    exclude = ["embedding", "digests"]
-    readonly_fields = ["digest_count"]
+    # The digests and word marks are no text, but their numbers mean nothing to a family: the page says
+    # what a block is instead.
+    exclude = ["embedding", "digests", "word_marks"]
+    readonly_fields = ["what_it_is"]
     actions = [lift_blocks]
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("embedding")
 
-    @admin.display(description="token digests")
-    def digest_count(self, obj) -> str:
-        """How many keyed digests of the forgotten numbers, codes, dates and rare words it holds (docs/privacy.md)."""
-        return str(len(obj.digests))
+    @admin.display(description=_("what it is"))
+    def what_it_is(self, obj) -> str:
+        """The block in words (its digests and word marks are keyed hashes, docs/privacy.md)."""
+        return _(
+            "What is left of a forgotten memory: no text, only a fingerprint of its meaning and keyed digests "
+            "of its numbers and rare words. It keeps that content from being stored again."
+        )
 
     def get_actions(self, request):
         actions = super().get_actions(request)

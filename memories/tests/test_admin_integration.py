@@ -90,6 +90,15 @@ def test_an_unknown_speaker_does_not_see_private_memories_in_the_preview(admin_c
     assert household["private"].pk not in ids
 
 
+def test_the_preview_lists_in_rank_order_and_says_its_similarity_column_is_not_that_order(admin_client, household):
+    response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
+    html = response.content.decode()
+    assert 'id="recall-order-explained"' in html and "similarity" in html.split("<thead>")[1].split("</thead>")[0]
+    assert ">score<" not in html
+    ranks = [cell.split("</td>")[0] for cell in html.split("<tbody>")[1].split("<tr>")[1:]]
+    assert [r.strip().removeprefix("<td>") for r in ranks] == [str(n) for n in range(1, len(ranks) + 1)]
+
+
 def test_the_preview_changes_nothing(admin_client, household):
     events = AuditEvent.objects.count()
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], speaker=household["anna"])
@@ -102,7 +111,8 @@ def test_the_preview_shows_when_memories_are_withheld_from_a_cloud_model(admin_c
     conversation = ConversationFactory(room=household["kitchen"], model_location="cloud")
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], conversation=conversation)
     assert response.context["result"].withheld and response.context["rows"] == []
-    assert 'id="recall-withheld"' in response.content.decode()
+    html = response.content.decode()
+    assert 'id="recall-withheld">Memories withheld' in html and "Withheld: " not in html  # said once
     # Without a conversation the admin says where the model runs; cloud is withheld the same way.
     response = preview(admin_client, query="blue tin key", room=household["kitchen"], model_location="cloud")
     assert response.context["result"].withheld and response.context["rows"] == []

@@ -1,0 +1,76 @@
+"""Where a memory came from, in the memory admin: its conversation or event as a link, the people, the room, when.
+
+In the wiring layer because it reads two apps: a memory's ``source_ref`` (memories) names a
+conversation or an event (transcripts). Shows only what the admin may open anyway; a source whose
+row is gone (retention) says so.
+"""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from memories.admin.base import actor_name, when
+from transcripts.models import Conversation, Event
+from transcripts.selectors import conversation_speakers
+
+
+def _names(people) -> str:
+    return ", ".join(p.name for p in people) or _("unknown speaker")
+
+
+def conversation_trail(pk: int) -> str:
+    conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
+    if conversation is None:
+        return _("Conversation #%(id)s (no longer kept: its retention ended)") % {"id": pk}
+    url = reverse("admin:transcripts_conversation_change", args=[pk])
+    return format_html(
+        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
+        url,
+        _("Conversation #%(id)s") % {"id": pk},
+        _("who spoke"),
+        _names(conversation_speakers(conversation=conversation)),
+        _("room"),
+        conversation.room,
+        _("when"),
+        when(conversation.started_at),
+    )
+
+
+def event_trail(pk: int) -> str:
+    event = Event.objects.select_related("room", "person").filter(pk=pk).first()
+    if event is None:
+        return _("Event #%(id)s (no longer kept: its retention ended)") % {"id": pk}
+    url = reverse("admin:transcripts_event_change", args=[pk])
+    return format_html(
+        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
+        url,
+        _("Event #%(id)s (%(kind)s)") % {"id": pk, "kind": event.kind},
+        _("who"),
+        event.person.name if event.person else "-",
+        _("room"),
+        event.room or "-",
+        _("when"),
+        when(event.occurred_at),
+    )
+
+
+def source_trail(source_ref: str) -> str:
+    """A memory's source_ref in words, with a link to its conversation or event."""
+    kind, _sep, ref = source_ref.partition(":")
+    if kind == "conversation" and ref.isdigit():
+        return conversation_trail(int(ref))
+    if kind == "event" and ref.isdigit():
+        return event_trail(int(ref))
+    if not source_ref:
+        return "-"
+    return actor_name(source_ref)
+
+
+class TrailMixin:
+    """The memory page's "learned from": the source as a link with people, room and time."""
+
+    @admin.display(description=gettext_lazy("learned from"))
+    def learned_from(self, obj):
+        return source_trail(obj.source_ref)
