@@ -37,7 +37,11 @@ TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget firs
 TOKEN_FOREIGN = "This confirmation token was issued to another speaker."
 TOKEN_USED = "This confirmation token was already used."
 TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."
-IDS_EMPTY = "'memory_ids' must not be empty: leave it out to forget every candidate."
+IDS_EMPTY = "'memory_ids' must not be empty: name the candidates the user confirmed."
+IDS_NEEDED = (
+    "Nothing was forgotten: this request found {n} candidates. Read them to the user, ask which to forget, "
+    "and send the confirmed ones as 'memory_ids'."
+)
 IDS_OUTSIDE = "'memory_ids' may only name candidates of this confirmation token: {ids} are not."
 
 
@@ -127,15 +131,22 @@ def forget_token_issue(*, speaker, room, candidate_ids: list[int]) -> tuple[str 
     return token, request.expires_at
 
 
+def _forgets_everything(request: ForgetRequest) -> bool:
+    """A person's "forget everything about me" (issued with no room; see ``forget_everything_request_create``)."""
+    return request.room_id is None and request.speaker_id is not None
+
+
 @transaction.atomic
 def forget_request_confirm(
     *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
 ) -> list[Tombstone]:
-    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees,
-    each with every active duplicate of it the speaker may see.
+    """Redeem a forget token: forget the candidates ``memory_ids`` (the ones the person confirmed) that the
+    speaker still sees, each with every active duplicate of it the speaker may see.
 
+    Without ``memory_ids`` only a token of one candidate, or a forget-everything token, is redeemed.
     Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
-    true, the token is unknown, issued to another speaker, used or expired, or an id is not a candidate.
+    true, the token is unknown, issued to another speaker, used or expired, ``memory_ids`` is missing
+    with more than one candidate, or an id is not a candidate.
     """
     if confirm is not True:
         raise ApplicationError(CONFIRM_REQUIRED, field="confirm")
@@ -152,6 +163,10 @@ def forget_request_confirm(
     if request.expires_at <= now:
         raise ApplicationError(TOKEN_EXPIRED, field="token", status=410)
     if memory_ids is None:
+        # "Forget the code" may mean one of several codes: with more than one candidate the person
+        # must say which (a forget-everything token, room None, is the person asking for all).
+        if len(request.candidate_ids) > 1 and not _forgets_everything(request):
+            raise ApplicationError(IDS_NEEDED.format(n=len(request.candidate_ids)), field="memory_ids")
         chosen = list(request.candidate_ids)
     else:
         chosen = list(dict.fromkeys(memory_ids))
@@ -165,7 +180,7 @@ def forget_request_confirm(
     # Visibility again, now: a memory may have changed scope or gone since the candidates were found.
     still = (
         person_memories(person=request.speaker)
-        if request.room_id is None and request.speaker is not None
+        if _forgets_everything(request)
         else Memory.objects.visible_to(speaker=request.speaker, room=request.room)
     )
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
