@@ -25,6 +25,7 @@ from memories.selectors.person import person_memories
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for, model_location_of
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
+from memories.services.store import duplicate_scopes_lock
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +50,20 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _scopes_lock(memory_ids: list[int]) -> None:
+    """Take the store locks of these memories' scopes: a remember or store of the same scope waits (or is waited for)."""
+    duplicate_scopes_lock(
+        scopes=Memory.objects.filter(pk__in=memory_ids).values_list("scope", "owner_id", "room_id").distinct()
+    )
+
+
 @transaction.atomic
 def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> list[Tombstone]:
     """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text)."""
+    memory_ids = list(memory_ids)
+    _scopes_lock(memory_ids)
     memories = list(
-        Memory.objects.filter(pk__in=list(memory_ids))
+        Memory.objects.filter(pk__in=memory_ids)
         .select_for_update()
         .only("pk", "content", "embedding", "scope", "owner_id", "room_id")
         .order_by("pk")
@@ -177,6 +187,9 @@ def forget_request_confirm(
             raise ApplicationError(IDS_OUTSIDE.format(ids=", ".join(map(str, outside))), field="memory_ids")
     request.used_at = now
     request.save(update_fields=["used_at"])
+    # Serialised with stores of the same scopes from here to commit: a remember racing this forget
+    # ends either before it (and is forgotten with it) or after it (and lifts its block).
+    _scopes_lock(chosen)
     # Visibility again, now: a memory may have changed scope or gone since the candidates were found.
     still = (
         person_memories(person=request.speaker)

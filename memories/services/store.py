@@ -115,9 +115,11 @@ def _duplicate_scope(draft: MemoryDraft):
 
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
 # same content would otherwise both find no duplicate and both insert. A transaction-level advisory
-# lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
-# READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
-# not wait.
+# lock per scope (LockId.MEMORY_STORE), taken before the forget-block check and the duplicate search
+# and held until commit; under READ COMMITTED what follows sees what the previous holder committed.
+# Forgetting takes the same locks (memories/services/forget.py): a remember and a forget of one fact
+# then end as one of their two serial orders, never as a new row beside the block it should have
+# lifted. Other scopes do not wait.
 def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None) -> int:
     """The int4 lock key of a duplicate scope (collisions only make unrelated stores wait)."""
     if scope == Scope.PRIVATE:
@@ -127,16 +129,28 @@ def duplicate_scope_key(*, scope: str, owner_id: int | None, room_id: int | None
     return 2 if scope == Scope.SHARED else 3
 
 
-def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
+def duplicate_scopes_lock(*, scopes) -> None:
+    """Wait for the store locks of these ``(scope, owner_id, room_id)`` scopes; they end with the transaction."""
     advisory_xact_locks_wait(
         LockId.MEMORY_STORE,
         keys=[
-            duplicate_scope_key(
-                scope=d.scope, owner_id=getattr(d.owner, "pk", None), room_id=getattr(d.room, "pk", None)
-            )
-            for d in drafts
+            duplicate_scope_key(scope=scope, owner_id=owner_id, room_id=room_id) for scope, owner_id, room_id in scopes
         ],
     )
+
+
+def visible_scopes(*, speaker, room) -> list[tuple[str, int | None, int | None]]:
+    """The duplicate scopes whose memories and forget blocks ``speaker`` in ``room`` sees (visibility_q's scopes)."""
+    scopes = [(Scope.SHARED, None, None), (Scope.SYSTEM, None, None)]
+    if room is not None:
+        scopes.append((Scope.ROOM, None, room.pk))
+    if speaker is not None:
+        scopes.append((Scope.PRIVATE, speaker.pk, None))
+    return scopes
+
+
+def _draft_scope(draft: MemoryDraft) -> tuple[str, int | None, int | None]:
+    return draft.scope, getattr(draft.owner, "pk", None), getattr(draft.room, "pk", None)
 
 
 # One statement for every block of a batch: each tombstone counts the items it dropped and when.
@@ -312,6 +326,12 @@ def memory_store_batch(
     if len(embeddings) != len(drafts):
         raise ValueError("memory_store_batch needs one embedding per draft.")
     contents = [draft.content for draft in drafts]
+    # Before the blocks are read: a forget of the same scope commits either before (its block is seen)
+    # or after (it sees what this store wrote). A remember lifts blocks of every scope it sees.
+    locked = {_draft_scope(draft) for draft in drafts}
+    if lift_blocks_for is not None:
+        locked.update(visible_scopes(speaker=lift_blocks_for[0], room=lift_blocks_for[1]))
+    duplicate_scopes_lock(scopes=locked)
 
     blocking: list[list[int]] = [[] for _ in drafts]
     lifted: list[list[int]] = [[] for _ in drafts]
@@ -335,12 +355,11 @@ def memory_store_batch(
 
     threshold = embedder.thresholds.duplicate
     open_items = [index for index, blocks in enumerate(blocking) if not blocks]
-    _lock_duplicate_scopes([drafts[index] for index in open_items])
     scopes: dict[tuple, object] = {}  # one queryset per scope, so that its filter is compiled once
     searches = []
     for index in open_items:
         draft = drafts[index]
-        key = (draft.scope, getattr(draft.owner, "pk", None), getattr(draft.room, "pk", None))
+        key = _draft_scope(draft)
         if key not in scopes:
             scopes[key] = _duplicate_scope(draft)
         searches.append((scopes[key], embeddings[index]))
