@@ -12,8 +12,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from justai_memory.errors import ApplicationError
 from memories.actors import Actor
@@ -58,8 +60,14 @@ def _scopes_lock(memory_ids: list[int]) -> None:
 
 
 @transaction.atomic
-def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> list[Tombstone]:
-    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text)."""
+def memories_forget(
+    *, memory_ids, actor: str, by_person=None, by_user=None, audit_action: str = AuditAction.FORGOTTEN
+) -> list[Tombstone]:
+    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text).
+
+    Then, in the same transaction, the follow-ups of ``settings.FORGET_FOLLOW_UPS`` get the tombstones
+    (the transcripts' redaction of the forgotten values).
+    """
     memory_ids = list(memory_ids)
     _scopes_lock(memory_ids)
     memories = list(
@@ -88,7 +96,9 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
     )
     ids = [m.pk for m in memories]
     Memory.objects.filter(pk__in=ids).delete()
-    audit_record(memory_ids=ids, action=AuditAction.FORGOTTEN, actor=actor)
+    audit_record(memory_ids=ids, action=audit_action, actor=actor)
+    for follow_up in settings.FORGET_FOLLOW_UPS:
+        import_string(follow_up)(tombstones=tombstones)
     return tombstones
 
 
@@ -230,9 +240,9 @@ def forget_everything_request_create(*, person) -> tuple[str | None, datetime | 
 
 @transaction.atomic
 def private_memories_delete(*, person, actor: str) -> list[int]:
-    """Delete every private memory of ``person`` (their deletion; no tombstone: nobody can store them again)."""
-    private = Memory.objects.filter(scope=Scope.PRIVATE, owner=person)
-    memory_ids = list(private.values_list("pk", flat=True))
-    private.delete()
-    audit_record(memory_ids=memory_ids, action=AuditAction.DELETED, actor=actor)
+    """Delete every private memory of ``person`` (their deletion): forgotten as any forget is (its follow-ups
+    run), audited 'deleted', and no tombstone is left: nobody can store them again."""
+    memory_ids = list(Memory.objects.filter(scope=Scope.PRIVATE, owner=person).values_list("pk", flat=True))
+    tombstones = memories_forget(memory_ids=memory_ids, actor=actor, audit_action=AuditAction.DELETED)
+    Tombstone.objects.filter(pk__in=[t.pk for t in tombstones]).delete()
     return memory_ids

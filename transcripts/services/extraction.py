@@ -39,6 +39,7 @@ from transcripts.selectors import (
 from transcripts.selectors import (
     EXTRACTION_ROLE as ROLE,
 )
+from transcripts.services.redaction import FORGOTTEN_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ Rules:
 - confidence: how sure you are that it was meant (0 to 1); importance: how useful it will be later (0 to 1).
 - summary: what the conversation was about in 1 to 3 sentences in {language}; an empty content when
   nothing happened worth remembering. Nothing to remember: empty lists.
+- {marker} in the transcript stands for something the household asked to forget: never extract,
+  repeat or guess it, and leave out every item that would mention it.
 """
 
 
@@ -198,6 +201,7 @@ def _prompt(conversation: Conversation) -> list[dict]:
         date=date.isoformat(),
         weekday=date.strftime("%A"),
         room=conversation.room.name,
+        marker=FORGOTTEN_MARKER,
     )
     lines = []
     for turn in transcript_turns(conversation=conversation):
@@ -266,13 +270,21 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
         "skipped_forgotten": 0,
         "memory_ids": [],
     }
-    results = memory_store_batch(
-        drafts=[_draft(item, conversation, languages) for item in extraction.items],
+    # An item that mentions a redacted value restates something forgotten: dropped like a blocked one.
+    redacted = [FORGOTTEN_MARKER in item.content.casefold() for item in extraction.items]
+    kept = [index for index, gone in enumerate(redacted) if not gone]
+    stored = memory_store_batch(
+        drafts=[_draft(extraction.items[index], conversation, languages) for index in kept],
         actor=ACTOR,
-        embeddings=vectors[: len(extraction.items)],
+        embeddings=[vectors[index] for index in kept],
         embedder=embedder,
     )
-    for item, result in zip(extraction.items, results, strict=True):
+    results = dict(zip(kept, stored, strict=True))
+    stats["skipped_forgotten"] += sum(redacted)
+    for index, item in enumerate(extraction.items):
+        result = results.get(index)
+        if result is None:
+            continue
         if result.outcome == StoreOutcome.BLOCKED:
             stats["skipped_forgotten"] += 1
             continue
@@ -282,7 +294,7 @@ def _store_all(conversation: Conversation, extraction: Extraction) -> dict:
         stats["memory_ids"].append(result.memory.pk)
     if extraction.summary is None:
         stats["summary"] = "none"
-    elif stats["skipped_forgotten"]:
+    elif stats["skipped_forgotten"] or FORGOTTEN_MARKER in extraction.summary.content.casefold():
         # The summary would carry what was forgotten back in, in other words: leave it out.
         stats["summary"] = "left_out"
     else:
