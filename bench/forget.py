@@ -8,7 +8,8 @@ household its forgotten facts are stored and forgotten through the services; the
 text goes through the store path's block check (``tombstone_hits_many``, the rule itself). Printed:
 the share of restatements, translations and fragments blocked, and of the household's other facts
 kept, per language and kind (and apart, the kept facts that happen to carry a forgotten number, code
-or date in a fact of their own: a bus line, a flight, an order number); the facts that restate a
+or date in a fact of their own: a bus line, a flight, an order number; and the hard negatives: another
+appointment on the same date, another fact about the same subject, another event in the same month); the facts that restate a
 topic with a new value (apart: either outcome can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
 embedder's ``tombstone`` threshold, the rule before digests) as the baseline. The similarities of
 texts that share a digest with a tombstone, blocked vs kept, are what ``digest_related`` is set from.
@@ -86,6 +87,9 @@ def blocks_bench() -> None:
     from memories.services.embeddings import active_embedder
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
+    from people.models import Room
+    from transcripts.models import Conversation, Turn
+    from transcripts.services.redaction import FORGOTTEN_MARKER
 
     def digests_of(tokens) -> list[str]:
         return [hmac.new(digest_key(), t.encode(), hashlib.sha256).hexdigest() for t in tokens]
@@ -100,6 +104,17 @@ def blocks_bench() -> None:
     for household in data["households"]:
         Tombstone.objects.all().delete()
         Memory.objects.all().delete()
+        Conversation.objects.all().delete()
+        items = [
+            *(("blocked", item) for item in household["blocked"]),
+            *(("kept", item) for item in household["kept"]),
+            *(("new value", item) for item in household["new_value"]),
+        ]
+        # Each labelled text also said once in a kept transcript: forgetting redacts the ones the rule drops.
+        conversation = Conversation.objects.create(room=Room.objects.get_or_create(name="bench")[0])
+        turns = Turn.objects.bulk_create(
+            Turn(conversation=conversation, role="user", text=item["text"]) for _, item in items
+        )
         forgotten = {}
         for fact in household["forgotten"]:
             draft = MemoryDraft(
@@ -109,17 +124,14 @@ def blocks_bench() -> None:
             memories_forget(memory_ids=[memory_store(draft=draft, actor="bench").memory.pk], actor="bench")
         tombstones = list(Tombstone.objects.all())
         vectors = np.array([np.asarray(t.embedding) for t in tombstones])
-        items = [
-            *(("blocked", item) for item in household["blocked"]),
-            *(("kept", item) for item in household["kept"]),
-            *(("new value", item) for item in household["new_value"]),
-        ]
+        said = dict(Turn.objects.filter(conversation=conversation).values_list("pk", "text"))
+        changed = [said[turn.pk] != turn.text for turn in turns]
         texts = [item["text"] for _, item in items]
         embeddings = embedder.embed_documents(texts)
         t0 = time.perf_counter()
         hits = tombstone_hits_many(contents=texts, embeddings=embeddings, embedder=embedder)
         check_ms.append(ms(time.perf_counter() - t0) / len(texts))
-        for (group, item), vector, found, text in zip(items, embeddings, hits, texts, strict=True):
+        for (group, item), vector, found, text, redacted in zip(items, embeddings, hits, texts, changed, strict=True):
             similarities = vectors @ vector
             shared = {"value": [], "weak": [], "words": []}
             marks = word_marks(text)
@@ -148,6 +160,7 @@ def blocks_bench() -> None:
                     max(shared["value"], default=None),
                     max(shared["weak"], default=None),
                     max(shared["words"], default=None),
+                    redacted,
                 )
             )
 
@@ -184,10 +197,22 @@ def blocks_bench() -> None:
         lambda r: "shares a forgotten number, code or date" if "carries" in r[2] else "shares none",
         False,
     )
+    table(
+        "kept, hard negatives (same date, subject, month)",
+        "kept",
+        lambda r: f"hard: {r[2]['hard']}" if "hard" in r[2] else "not marked hard",
+        False,
+    )
     table("new value for a forgotten topic: blocked", "new value", lambda r: r[2]["fact_kind"], True)
 
+    for group in ("blocked", "kept", "new value"):
+        selected = [r for r in rows if r[0] == group]
+        print(
+            f"  redacted in a transcript turn ({FORGOTTEN_MARKER}): {group:9} {rate(sum(r[9] for r in selected), len(selected))}"
+            f"; of them not dropped by the rule: {sum(r[9] and not r[3] for r in selected)}"
+        )
     print("  remaining misses (group, household, similarity, with a shared value digest, weak digest, text):")
-    for group, name, item, now, _, best, value, weak, _words in rows:
+    for group, name, item, now, _, best, value, weak, _words, _redacted in rows:
         if group != "new value" and now != (group == "blocked"):
             shared = "-" if value is None else f"{value:.2f}"
             shared_weak = "-" if weak is None else f"{weak:.2f}"
@@ -218,6 +243,7 @@ def blocks_bench() -> None:
                 print(f"          {r[column]:.2f}  {r[2]['text']}")
     Tombstone.objects.all().delete()
     Memory.objects.all().delete()
+    Conversation.objects.all().delete()
 
 
 def main() -> None:
