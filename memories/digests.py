@@ -257,7 +257,13 @@ def _file_key(data_dir: str) -> bytes:
 
 
 def _digests(tokens, key: bytes) -> list[str]:
-    return sorted(hmac.new(key, token.encode(), hashlib.sha256).hexdigest() for token in tokens)
+    return sorted(_digest(token, key) for token in tokens)
+
+
+@lru_cache(maxsize=65536)
+def _digest(token: str, key: bytes) -> str:
+    # A scan of every kept turn (transcripts' redaction) meets the same words again and again.
+    return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
 def token_digests(text: str) -> list[str]:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
-from memories.digests import digest_spans
+from memories.digests import digest_spans, token_digests
 from memories.models import Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -77,7 +77,7 @@ def turns_redact_forgotten(*, tombstones: list[Tombstone]) -> list[int]:
     # (turn id, its text, sentence start, sentence end, the sentence's spans that carry a wanted digest)
     units: list[tuple[int, str, int, int, list[tuple[int, int, frozenset[str]]]]] = []
     for pk, text in Turn.objects.order_by("pk").values_list("pk", "text").iterator(chunk_size=SCAN_CHUNK):
-        if not any(not wanted.isdisjoint(digests) for _, _, digests in digest_spans(text)):
+        if wanted.isdisjoint(token_digests(text)):
             continue  # holds none of the forgotten values
         for start, end in _sentences(text):
             spans = [span for span in digest_spans(text[start:end]) if not wanted.isdisjoint(span[2])]
