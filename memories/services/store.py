@@ -28,6 +28,7 @@ from memories.models import (
     Scope,
     Source,
     Tombstone,
+    visible_scopes,
 )
 from memories.scopes import scope_holders
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
@@ -137,16 +138,6 @@ def duplicate_scopes_lock(*, scopes) -> None:
             duplicate_scope_key(scope=scope, owner_id=owner_id, room_id=room_id) for scope, owner_id, room_id in scopes
         ],
     )
-
-
-def visible_scopes(*, speaker, room) -> list[tuple[str, int | None, int | None]]:
-    """The duplicate scopes whose memories and forget blocks ``speaker`` in ``room`` sees (visibility_q's scopes)."""
-    scopes = [(Scope.SHARED, None, None), (Scope.SYSTEM, None, None)]
-    if room is not None:
-        scopes.append((Scope.ROOM, None, room.pk))
-    if speaker is not None:
-        scopes.append((Scope.PRIVATE, speaker.pk, None))
-    return scopes
 
 
 def _draft_scope(draft: MemoryDraft) -> tuple[str, int | None, int | None]:
