@@ -81,8 +81,6 @@ Rules:
 - confidence: how sure you are that it was meant (0 to 1); importance: how useful it will be later (0 to 1).
 - summary: what the conversation was about in 1 to 3 sentences in {language}; an empty content when
   nothing happened worth remembering. Nothing to remember: empty lists.
-- {marker} in the transcript stands for something the household asked to forget: never extract,
-  repeat or guess it, and leave out every item that would mention it.
 """
 
 
@@ -201,7 +199,6 @@ def _prompt(conversation: Conversation) -> list[dict]:
         date=date.isoformat(),
         weekday=date.strftime("%A"),
         room=conversation.room.name,
-        marker=FORGOTTEN_MARKER,
     )
     lines = []
     for turn in transcript_turns(conversation=conversation):
