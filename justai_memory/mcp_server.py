@@ -57,7 +57,8 @@ MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or
 INSTRUCTIONS = (
     "The household's long-term memory. Call recall before answering anything that may depend on what "
     "the household told you earlier; remember only when the user asks you to; to forget, call "
-    "find_to_forget, read the candidates to the user, and call forget only after they said yes."
+    "find_to_forget, read the candidates to the user, ask which of them to forget, and call forget only "
+    "after they said which, with those memory_ids."
 )
 
 server = MCPServer("justai-memory", instructions=INSTRUCTIONS)

@@ -35,6 +35,9 @@ SECRET_KEY = _secret_key()
 # The key of the tombstones' token digests (memories/digests.py); empty: one is generated once into DATA_DIR.
 # Keep it with the data folder: with another key, old digests no longer match and only meaning blocks.
 FORGET_DIGEST_KEY = env.str("FORGET_DIGEST_KEY", default="")
+# What runs in the transaction that forgets memories, with their new tombstones: work of the apps above
+# memories, named here because memories does not import them (docs/privacy.md "Forgotten in transcripts").
+FORGET_FOLLOW_UPS = ["transcripts.services.redaction.turns_redact_forgotten"]
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])

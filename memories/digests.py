@@ -257,12 +257,50 @@ def _file_key(data_dir: str) -> bytes:
 
 
 def _digests(tokens, key: bytes) -> list[str]:
-    return sorted(hmac.new(key, token.encode(), hashlib.sha256).hexdigest() for token in tokens)
+    return sorted(_digest(token, key) for token in tokens)
+
+
+@lru_cache(maxsize=65536)
+def _digest(token: str, key: bytes) -> str:
+    # A scan of every kept turn (transcripts' redaction) meets the same words again and again.
+    return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
 def token_digests(text: str) -> list[str]:
     """HMAC-SHA256 (hex) of each distinctive token of ``text``, sorted: what a tombstone keeps."""
     return _digests(distinctive_tokens(text).all, digest_key())
+
+
+def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
+    """Where ``text`` carries distinctive tokens: ``(start, end, digests)`` per chunk that has any ("Sonnenblume-8812",
+    "12.03.2024", "quokka"), and per run of adjacent numbers ("1234 5678") as one span; tokens as ``distinctive_tokens``."""
+    key = digest_key()
+    spans: list[tuple[int, int, frozenset[str]]] = []
+    run: list[tuple[int, int]] = []
+
+    def add(start: int, end: int) -> None:
+        if digests := _chunk_digests(text[start:end], key):
+            spans.append((start, end, digests))
+
+    def close_run() -> None:
+        if len(run) > 1:
+            add(run[0][0], run[-1][1])
+        run.clear()
+
+    for match in _CHUNK.finditer(text):
+        add(*match.span())
+        if "".join(_PARTS.findall(match.group())).isdigit():
+            run.append(match.span())
+        else:
+            close_run()
+    close_run()
+    return spans
+
+
+@lru_cache(maxsize=65536)
+def _chunk_digests(chunk: str, key: bytes) -> frozenset[str]:
+    # Words repeat across a household's turns: a scan of every turn computes each one once.
+    return frozenset(_digests(distinctive_tokens(chunk).all, key))
 
 
 def word_marks(text: str) -> list[int]:

@@ -27,6 +27,11 @@ class Thresholds:
     # quokka"; one that shares only a rare word with it, from ``digest_weak`` on.
     digest_related: float
     digest_weak: float
+    # A text that carries none of the distinctive tokens of a tombstone that has some (its memory said a
+    # number, code, date or rare word) and is not made of its words is another fact about the same
+    # subject ("Oma Helga misst jeden Abend ihren Blutdruck" after forgetting her Ramipril) unless it is
+    # at least this close: a translation keeps the numbers and rare words, or sits closer. None: ``tombstone``.
+    tombstone_distinct: float | None = None
 
 
 # ISO 639-1 codes of the languages each model was trained on (its model card); language detection
@@ -123,7 +128,13 @@ class Usem3Embedder(Embedder):
     # (99.8% of re-typings) and 1.3% of other sentences on the same topic; duplicate merges re-typings, not translations.
     # context_min is the 90th percentile of unrelated question/sentence pairs, rounded up.
     thresholds = Thresholds(
-        recall_min=0.2, duplicate=0.92, tombstone=0.65, context_min=0.12, digest_related=0.35, digest_weak=0.55
+        recall_min=0.2,
+        duplicate=0.92,
+        tombstone=0.65,
+        context_min=0.12,
+        digest_related=0.35,
+        digest_weak=0.55,
+        tombstone_distinct=0.76,
     )
 
     def __init__(self):

@@ -84,13 +84,25 @@ def scope_constraints(prefix: str) -> list[models.CheckConstraint]:
     ]
 
 
-def visibility_q(*, speaker, room) -> Q:
-    """The one visibility rule: shared + system + room(R) + private(owner = known speaker)."""
-    q = Q(scope__in=[Scope.SHARED, Scope.SYSTEM])
+def visible_scopes(*, speaker, room) -> list[tuple[str, int | None, int | None]]:
+    """The one visibility rule, as ``(scope, owner_id, room_id)``: shared + system + room(R) + private(owner = known speaker)."""
+    scopes = [(Scope.SHARED, None, None), (Scope.SYSTEM, None, None)]
     if room is not None:
-        q |= Q(scope=Scope.ROOM, room=room)
+        scopes.append((Scope.ROOM, None, getattr(room, "pk", room)))  # a Room or its id
     if speaker is not None:
-        q |= Q(scope=Scope.PRIVATE, owner=speaker)
+        scopes.append((Scope.PRIVATE, getattr(speaker, "pk", speaker), None))  # a Person or its id
+    return scopes
+
+
+def visibility_q(*, speaker, room) -> Q:
+    """``visible_scopes`` as a filter."""
+    scopes = visible_scopes(speaker=speaker, room=room)
+    q = Q(scope__in=[scope for scope, owner_id, room_id in scopes if owner_id is None and room_id is None])
+    for scope, owner_id, room_id in scopes:
+        if room_id is not None:
+            q |= Q(scope=scope, room_id=room_id)
+        if owner_id is not None:
+            q |= Q(scope=scope, owner_id=owner_id)
     return q
 
 

@@ -13,7 +13,7 @@ class HouseholdAdmin(admin.ModelAdmin):
     """The one settings row on one page: the list redirects to it; it can be neither added nor deleted."""
 
     fieldsets = [
-        (_("Privacy"), {"fields": ["personal_memories_to_cloud"]}),
+        (_("Privacy"), {"fields": ["personal_memories_to_cloud", "redact_forgotten_in_transcripts"]}),
         (
             _("Retention (days)"),
             {"fields": ["transcript_retention_days", "sighting_retention_days", "event_retention_days"]},

@@ -60,6 +60,11 @@ class Household(models.Model):
         default=False,
         help_text="Allow memories to reach cloud models (recall for cloud conversations, cloud extraction).",
     )
+    redact_forgotten_in_transcripts = models.BooleanField(
+        default=True,
+        help_text="When something is forgotten, replace its values (numbers, codes, dates, rare words) by "
+        "'[forgotten]' in the kept transcripts that restate it. Off: transcripts stay as said until retention.",
+    )
     transcript_retention_days = models.PositiveIntegerField(default=365, validators=[MinValueValidator(1)])
     sighting_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
     event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])

@@ -182,7 +182,10 @@ class FindToForgetOut(Schema):
 
 @router.post("/memories/find_to_forget", response={200: FindToForgetOut, **ERRORS}, url_name="internal-find-to-forget")
 def find_to_forget(request, payload: FindToForgetIn):
-    """`memory.find_to_forget`: candidates the speaker may see, and a 10-minute single-use token to confirm with."""
+    """`memory.find_to_forget`: candidates the speaker may see, and a 10-minute single-use token to confirm with.
+
+    Read the candidates to the user and ask which to forget; forget takes the confirmed ones as ``memory_ids``.
+    """
     room = lookup(Room, payload.room_id, field="room_id")
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
     conversation = conversation_in(payload.conversation_id, room)
@@ -218,7 +221,10 @@ class ForgetIn(Input):
     confirm: bool = Field(False, description="true only when the user said yes.")
     speaker_id: Id | None = None
     memory_ids: Annotated[list[Id] | None, BeforeValidator(_id_list)] = Field(
-        None, max_length=MAX_MEMORY_IDS, description="Only these of the candidates (default: all candidates)."
+        None,
+        max_length=MAX_MEMORY_IDS,
+        description="The candidates the user confirmed, by id. Required when find_to_forget offered more than one "
+        "candidate (read them out and ask which); may be left out for a single candidate or a forget-everything token.",
     )
 
     @field_validator("confirm", mode="before")
@@ -235,7 +241,10 @@ class ForgetOut(Schema):
 
 @router.post("/memories/forget", response={200: ForgetOut, **ERRORS}, url_name="internal-forget")
 def forget(request, payload: ForgetIn):
-    """`memory.forget`: with the token and ``confirm: true``, forget the candidates (or ``memory_ids`` of them)."""
+    """`memory.forget`: with the token and ``confirm: true``, forget the candidates the user confirmed (``memory_ids``).
+
+    With more than one candidate ``memory_ids`` is required (400 naming it otherwise, nothing forgotten).
+    """
     speaker = lookup(Person, payload.speaker_id, field="speaker_id")
     tombstones = forget_request_confirm(
         token=payload.token, speaker=speaker, confirm=payload.confirm, memory_ids=payload.memory_ids

@@ -49,8 +49,9 @@ TOOLS = [
         schema=FindToForgetIn,
         description=(
             'Find the memories the user wants forgotten ("forget ...", "vergiss ..."). Returns candidates '
-            "and a confirmation token: read the candidates to the user and ask for confirmation before "
-            "calling memory_forget. When the answer says the candidates were withheld, tell the user that "
+            "and a confirmation token: read every candidate to the user and ask which of them to forget "
+            '("forget the code" may mean several codes); call memory_forget only after they said which, '
+            "with those ids. When the answer says the candidates were withheld, tell the user that "
             "forgetting needs a local model and do not guess what is stored."
         ),
     ),
@@ -59,8 +60,9 @@ TOOLS = [
         url_name="internal-forget",
         schema=ForgetIn,
         description=(
-            "Forget memories for good, after the user confirmed in the conversation. Needs the token from "
-            "memory_find_to_forget; the content is deleted permanently."
+            "Forget memories for good, after the user confirmed in the conversation which ones. Needs the token "
+            "from memory_find_to_forget and, when it offered more than one candidate, memory_ids: the ids of the "
+            "candidates the user chose (without them nothing is forgotten). The content is deleted permanently."
         ),
     ),
 ]

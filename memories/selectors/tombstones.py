@@ -24,7 +24,9 @@ from memories.models import Tombstone
 # other text from ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those
 # thresholds (the join condition), so the rules and their array work run only for the few pairs that
 # close (p: a fence again, so the planner cannot merge them into the join's condition); the marks are
-# counted only for a pair that shares a value digest or is already ``digest_weak`` close.
+# counted only for a pair that shares a value digest or is already ``digest_weak`` close. A text that
+# shares none of the digests of a tombstone that has some needs ``tombstone_distinct`` (another fact
+# about the same subject), one compared with a tombstone without digests ``tombstone``.
 HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
@@ -44,6 +46,7 @@ WHERE p.s >= CASE
     WHEN p.digests && p.d THEN %s
     WHEN p.digests && p.w THEN %s
     WHEN p.n > 0 AND p.s >= %s AND p.n <= (SELECT count(*) FROM unnest(p.m) AS mark WHERE mark = ANY(p.marks)) THEN %s
+    WHEN cardinality(p.digests) > 0 THEN %s
     ELSE %s END
 """
 # Appended to the statement for the current embedder: which other embedders made tombstones (rare:
@@ -117,6 +120,7 @@ def _hits(
         min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
         *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
+        thresholds.tombstone_distinct or thresholds.tombstone,
         thresholds.tombstone,
     ]
     if with_others:

@@ -12,19 +12,23 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.digests import token_digests, word_marks
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
+from memories.scopes import duplicate_scope
 from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.selectors.person import person_memories
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for, model_location_of
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
+from memories.services.store import duplicate_scopes_lock
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +41,11 @@ TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget firs
 TOKEN_FOREIGN = "This confirmation token was issued to another speaker."
 TOKEN_USED = "This confirmation token was already used."
 TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."
-IDS_EMPTY = "'memory_ids' must not be empty: leave it out to forget every candidate."
+IDS_EMPTY = "'memory_ids' must not be empty: name the candidates the user confirmed."
+IDS_NEEDED = (
+    "Nothing was forgotten: this request found {n} candidates. Read them to the user, ask which to forget, "
+    "and send the confirmed ones as 'memory_ids'."
+)
 IDS_OUTSIDE = "'memory_ids' may only name candidates of this confirmation token: {ids} are not."
 
 
@@ -45,11 +53,25 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def _scopes_lock(memory_ids: list[int]) -> None:
+    """Take the store locks of these memories' scopes: a remember or store of the same scope waits (or is waited for)."""
+    rows = Memory.objects.filter(pk__in=memory_ids).values_list("scope", "owner_id", "room_id").distinct()
+    duplicate_scopes_lock(scopes=[duplicate_scope(scope=s, owner_id=o, room_id=r) for s, o, r in rows])
+
+
 @transaction.atomic
-def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> list[Tombstone]:
-    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text)."""
+def memories_forget(
+    *, memory_ids, actor: str, by_person=None, by_user=None, audit_action: str = AuditAction.FORGOTTEN
+) -> list[Tombstone]:
+    """Delete these memories permanently and leave one tombstone each (embedding, embedder, scope, digests; no text).
+
+    Then, in the same transaction, the follow-ups of ``settings.FORGET_FOLLOW_UPS`` get the tombstones
+    (the transcripts' redaction of the forgotten values).
+    """
+    memory_ids = list(memory_ids)
+    _scopes_lock(memory_ids)
     memories = list(
-        Memory.objects.filter(pk__in=list(memory_ids))
+        Memory.objects.filter(pk__in=memory_ids)
         .select_for_update()
         .only("pk", "content", "embedding", "scope", "owner_id", "room_id")
         .order_by("pk")
@@ -74,7 +96,9 @@ def memories_forget(*, memory_ids, actor: str, by_person=None, by_user=None) -> 
     )
     ids = [m.pk for m in memories]
     Memory.objects.filter(pk__in=ids).delete()
-    audit_record(memory_ids=ids, action=AuditAction.FORGOTTEN, actor=actor)
+    audit_record(memory_ids=ids, action=audit_action, actor=actor)
+    for follow_up in settings.FORGET_FOLLOW_UPS:
+        import_string(follow_up)(tombstones=tombstones)
     return tombstones
 
 
@@ -127,15 +151,22 @@ def forget_token_issue(*, speaker, room, candidate_ids: list[int]) -> tuple[str 
     return token, request.expires_at
 
 
+def _forgets_everything(request: ForgetRequest) -> bool:
+    """A person's "forget everything about me" (issued with no room; see ``forget_everything_request_create``)."""
+    return request.room_id is None and request.speaker_id is not None
+
+
 @transaction.atomic
 def forget_request_confirm(
     *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
 ) -> list[Tombstone]:
-    """Redeem a forget token: forget its candidates (or the subset ``memory_ids``) that the speaker still sees,
-    each with every active duplicate of it the speaker may see.
+    """Redeem a forget token: forget the candidates ``memory_ids`` (the ones the person confirmed) that the
+    speaker still sees, each with every active duplicate of it the speaker may see.
 
+    Without ``memory_ids`` only a token of one candidate, or a forget-everything token, is redeemed.
     Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
-    true, the token is unknown, issued to another speaker, used or expired, or an id is not a candidate.
+    true, the token is unknown, issued to another speaker, used or expired, ``memory_ids`` is missing
+    with more than one candidate, or an id is not a candidate.
     """
     if confirm is not True:
         raise ApplicationError(CONFIRM_REQUIRED, field="confirm")
@@ -152,6 +183,10 @@ def forget_request_confirm(
     if request.expires_at <= now:
         raise ApplicationError(TOKEN_EXPIRED, field="token", status=410)
     if memory_ids is None:
+        # "Forget the code" may mean one of several codes: with more than one candidate the person
+        # must say which (a forget-everything token, room None, is the person asking for all).
+        if len(request.candidate_ids) > 1 and not _forgets_everything(request):
+            raise ApplicationError(IDS_NEEDED.format(n=len(request.candidate_ids)), field="memory_ids")
         chosen = list(request.candidate_ids)
     else:
         chosen = list(dict.fromkeys(memory_ids))
@@ -162,10 +197,13 @@ def forget_request_confirm(
             raise ApplicationError(IDS_OUTSIDE.format(ids=", ".join(map(str, outside))), field="memory_ids")
     request.used_at = now
     request.save(update_fields=["used_at"])
+    # Serialised with stores of the same scopes from here to commit: a remember racing this forget
+    # ends either before it (and is forgotten with it) or after it (and lifts its block).
+    _scopes_lock(chosen)
     # Visibility again, now: a memory may have changed scope or gone since the candidates were found.
     still = (
         person_memories(person=request.speaker)
-        if request.room_id is None and request.speaker is not None
+        if _forgets_everything(request)
         else Memory.objects.visible_to(speaker=request.speaker, room=request.room)
     )
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
@@ -202,9 +240,9 @@ def forget_everything_request_create(*, person) -> tuple[str | None, datetime | 
 
 @transaction.atomic
 def private_memories_delete(*, person, actor: str) -> list[int]:
-    """Delete every private memory of ``person`` (their deletion; no tombstone: nobody can store them again)."""
-    private = Memory.objects.filter(scope=Scope.PRIVATE, owner=person)
-    memory_ids = list(private.values_list("pk", flat=True))
-    private.delete()
-    audit_record(memory_ids=memory_ids, action=AuditAction.DELETED, actor=actor)
+    """Delete every private memory of ``person`` (their deletion): forgotten as any forget is (its follow-ups
+    run), audited 'deleted', and no tombstone is left: nobody can store them again."""
+    memory_ids = list(Memory.objects.filter(scope=Scope.PRIVATE, owner=person).values_list("pk", flat=True))
+    tombstones = memories_forget(memory_ids=memory_ids, actor=actor, audit_action=AuditAction.DELETED)
+    Tombstone.objects.filter(pk__in=[t.pk for t in tombstones]).delete()
     return memory_ids

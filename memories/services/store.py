@@ -28,8 +28,15 @@ from memories.models import (
     Scope,
     Source,
     Tombstone,
+    visible_scopes,
 )
-from memories.scopes import duplicate_scope_lock_key, duplicate_scope_of, duplicate_scope_q, scope_holders
+from memories.scopes import (
+    duplicate_scope,
+    duplicate_scope_lock_key,
+    duplicate_scope_of,
+    duplicate_scope_q,
+    scope_holders,
+)
 from memories.selectors.nearest import nearest_memories, nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -126,13 +133,14 @@ def _duplicate_scope(draft: MemoryDraft):
 
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
 # same content would otherwise both find no duplicate and both insert. A transaction-level advisory
-# lock per scope (LockId.MEMORY_STORE), taken before the duplicate search and held until commit; under
-# READ COMMITTED the search that follows sees what the previous holder committed. Other scopes do
-# not wait.
-def _lock_duplicate_scopes(drafts: list[MemoryDraft]) -> None:
-    advisory_xact_locks_wait(
-        LockId.MEMORY_STORE, keys=[duplicate_scope_lock_key(duplicate_scope_of(d)) for d in drafts]
-    )
+# lock per scope (LockId.MEMORY_STORE), taken before the forget-block check and the duplicate search
+# and held until commit; under READ COMMITTED what follows sees what the previous holder committed.
+# Forgetting takes the same locks (memories/services/forget.py): a remember and a forget of one fact
+# then end as one of their two serial orders, never as a new row beside the block it should have
+# lifted. Other scopes do not wait.
+def duplicate_scopes_lock(*, scopes) -> None:
+    """Wait for the store locks of these duplicate scopes (``DuplicateScope``); they end with the transaction."""
+    advisory_xact_locks_wait(LockId.MEMORY_STORE, keys=[duplicate_scope_lock_key(key) for key in scopes])
 
 
 # One statement for every block of a batch: each tombstone counts the items it dropped and when.
@@ -295,6 +303,7 @@ def memory_store_batch(
         return []
     embedder = embedder or active_embedder()
     embeddings = _embeddings_of(drafts=drafts, embeddings=embeddings, embedder=embedder)
+    _scopes_lock(drafts=drafts, lift_blocks_for=lift_blocks_for)
     blocks = _forget_blocks(
         contents=[draft.content for draft in drafts],
         embeddings=embeddings,
@@ -325,6 +334,18 @@ def memory_store_batch(
         results.append(result)
     _write(batch=batch, actor=actor)
     return results
+
+
+def _scopes_lock(*, drafts: list[MemoryDraft], lift_blocks_for) -> None:
+    """Before the blocks are read: a forget of the same scope commits either before (its block is seen)
+    or after (it sees what this store wrote). A remember lifts blocks of every scope it sees."""
+    locked = {duplicate_scope_of(draft) for draft in drafts}
+    if lift_blocks_for is not None:
+        speaker, room = lift_blocks_for
+        locked.update(
+            duplicate_scope(scope=s, owner_id=o, room_id=r) for s, o, r in visible_scopes(speaker=speaker, room=room)
+        )
+    duplicate_scopes_lock(scopes=locked)
 
 
 def _embeddings_of(*, drafts: list[MemoryDraft], embeddings, embedder: Embedder) -> list[np.ndarray]:
@@ -370,12 +391,11 @@ def _forget_blocks(*, contents: list[str], embeddings, embedder: Embedder, lift_
 def _stored_duplicates(
     *, drafts: list[MemoryDraft], embeddings, open_items: list[int], threshold: float
 ) -> tuple[dict[int, list], dict[int, Memory]]:
-    """The stored memories the open drafts may merge with, their scopes locked first.
+    """The stored memories the open drafts may merge with (their scopes were locked before the blocks were read).
 
     Returns, per draft index, its nearest (id, similarity) within ``threshold``, and the rows found,
     locked and re-read (id -> Memory).
     """
-    _lock_duplicate_scopes([drafts[index] for index in open_items])
     scopes: dict[tuple, object] = {}  # one queryset per scope, so that its filter is compiled once
     searches = []
     for index in open_items:

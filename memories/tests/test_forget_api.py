@@ -194,3 +194,30 @@ def test_forget_removes_every_copy_the_speaker_may_see_whatever_the_count(api):
         {"query": "Code Gartentor", "room_id": kitchen.pk, "speaker_id": anna.pk, "model_location": "local"},
     )
     assert all(m["content"] != code for m in recalled.json()["memories"])
+
+
+def test_forget_of_several_candidates_needs_the_ids_the_user_chose(api):
+    """ "Forget the code" finds every code: without memory_ids nothing goes (400 naming it); with them, only those."""
+    anna, kitchen = PersonFactory(), RoomFactory()
+    front = MemoryFactory(content="Der Code der Haustür ist 2580.", language="de")
+    back = MemoryFactory(content="Der Code der Hintertür ist 1397.", language="de")
+    gate = MemoryFactory(content="Der Code für das Gartentor ist 4711.", language="de")
+    body = find(api, "Vergiss den Code", kitchen, anna).json()
+    assert {c["id"] for c in body["candidates"]} == {front.pk, back.pk, gate.pk}
+    payload = {"token": body["token"], "confirm": True, "speaker_id": anna.pk}
+
+    refused = api.post(FORGET, payload)
+    assert refused.status_code == 400 and refused.json()["field"] == "memory_ids"
+    assert "ask which" in refused.json()["error"]
+    assert Memory.objects.count() == 3 and not Tombstone.objects.exists()
+
+    done = api.post(FORGET, {**payload, "memory_ids": [gate.pk]})  # the token was not spent by the refusal
+    assert done.status_code == 200 and done.json() == {"forgotten": 1, "memory_ids": [gate.pk]}
+    assert sorted(Memory.objects.values_list("pk", flat=True)) == sorted([front.pk, back.pk])
+
+
+def test_the_tools_tell_the_assistant_to_ask_which(api):
+    tools = {t["function"]["name"]: t["function"] for t in api.get("/internal/v1/tools").json()["tools"]}
+    assert "ask which" in tools["memory_find_to_forget"]["description"]
+    assert "memory_ids" in tools["memory_forget"]["description"]
+    assert "Required when" in tools["memory_forget"]["parameters"]["properties"]["memory_ids"]["description"]

@@ -1,12 +1,12 @@
 """One row under concurrency: parallel stores of the same content through the running server end as one memory,
-and a forget removes every copy the speaker may see."""
+a forget removes every copy the speaker may see, and a forget racing a remember ends in one of their serial orders."""
 
 import threading
 
 import pytest
 import requests
 
-from memories.models import Memory, Provenance, Scope, Source
+from memories.models import Memory, Provenance, Scope, Source, Tombstone
 from memories.services.store import MemoryDraft, memory_store_batch
 from people.tests.factories import PersonFactory, RoomFactory
 
@@ -117,3 +117,50 @@ def test_remember_observe_and_extraction_batches_in_any_mix_make_one_memory_per_
     assert Memory.objects.filter(scope=Scope.SHARED).count() == 1
     assert Memory.objects.filter(scope=Scope.PRIVATE, owner=anna).count() == 1
     assert sum(Memory.objects.values_list("occurrences", flat=True)) == 10
+
+
+FORGET_REMEMBER_TRIALS = 12
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scope", ["shared", "private"])
+def test_forget_racing_remember_of_the_same_fact_ends_in_a_serial_order(live_server, api_token, scope):
+    """Forget (confirmed) and remember of one fact sent at once, many times: the end state is always one of
+    the two serial orders: remember then forget (no memory, one block) or forget then remember (the memory,
+    its block lifted). Never the memory beside a block it did not lift."""
+    room, anna = RoomFactory(), PersonFactory()
+    who = {"room_id": room.pk, "speaker_id": anna.pk}
+    remember = {"content": CONTENT, "language": "de", "scope": scope, **who}
+    orders = []
+    for _ in range(FORGET_REMEMBER_TRIALS):
+        Memory.objects.all().delete()
+        Tombstone.objects.all().delete()
+        assert post(live_server.url, api_token, "/internal/v1/memories/remember", remember).status_code == 201
+        found = post(
+            live_server.url,
+            api_token,
+            "/internal/v1/memories/find_to_forget",
+            {"query": "Vergiss den Code für das Gartentor", "model_location": "local", **who},
+        ).json()
+        assert len(found["candidates"]) == 1, found
+        forgot, remembered = in_parallel(
+            [
+                lambda t=found["token"]: post(
+                    live_server.url,
+                    api_token,
+                    "/internal/v1/memories/forget",
+                    {"token": t, "confirm": True, "speaker_id": anna.pk},
+                ),
+                lambda: post(live_server.url, api_token, "/internal/v1/memories/remember", remember),
+            ]
+        )
+        assert forgot.status_code == 200 and remembered.status_code == 201, (forgot.json(), remembered.json())
+        end = (Memory.objects.filter(content=CONTENT).count(), Tombstone.objects.count())
+        if remembered.json()["lifted_blocks"]:
+            assert end == (1, 0), "forget, then remember: the memory is back and its block lifted"
+            orders.append("forget first")
+        else:
+            assert remembered.json()["outcome"] == "merged" and end == (0, 1), (remembered.json(), end)
+            orders.append("remember first")
+    assert len(orders) == FORGET_REMEMBER_TRIALS

@@ -78,7 +78,7 @@ def test_the_migration_keeps_the_values_of_the_memories_settings_row():
         )
         executor = MigrationExecutor(connection)
         executor.migrate(AFTER)
-        row = Household.objects.get()
+        row = executor.loader.project_state(AFTER).apps.get_model("people", "Household").objects.get()
         assert (
             row.personal_memories_to_cloud,
             row.transcript_retention_days,

@@ -39,6 +39,7 @@ from transcripts.selectors import (
 from transcripts.selectors import (
     EXTRACTION_ROLE as ROLE,
 )
+from transcripts.services.redaction import FORGOTTEN_MARKER
 
 logger = logging.getLogger(__name__)
 
@@ -270,13 +271,21 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction) -> d
         "skipped_forgotten": 0,
         "memory_ids": [],
     }
-    results = memory_store_batch(
-        drafts=[_draft(item, conversation, languages) for item in extraction.items],
+    # An item that mentions a redacted value restates something forgotten: dropped like a blocked one.
+    redacted = [FORGOTTEN_MARKER in item.content.casefold() for item in extraction.items]
+    kept = [index for index, gone in enumerate(redacted) if not gone]
+    stored = memory_store_batch(
+        drafts=[_draft(extraction.items[index], conversation, languages) for index in kept],
         actor=ACTOR,
-        embeddings=vectors[: len(extraction.items)],
+        embeddings=[vectors[index] for index in kept],
         embedder=embedder,
     )
-    for item, result in zip(extraction.items, results, strict=True):
+    results = dict(zip(kept, stored, strict=True))
+    stats["skipped_forgotten"] += sum(redacted)
+    for index, item in enumerate(extraction.items):
+        result = results.get(index)
+        if result is None:
+            continue
         if result.outcome == StoreOutcome.BLOCKED:
             stats["skipped_forgotten"] += 1
             continue
@@ -286,7 +295,7 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction) -> d
         stats["memory_ids"].append(result.memory.pk)
     if extraction.summary is None:
         stats["summary"] = "none"
-    elif stats["skipped_forgotten"]:
+    elif stats["skipped_forgotten"] or FORGOTTEN_MARKER in extraction.summary.content.casefold():
         # The summary would carry what was forgotten back in, in other words: leave it out.
         stats["summary"] = "left_out"
     else:

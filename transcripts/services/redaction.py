@@ -1,0 +1,107 @@
+"""Forgotten means forgotten in transcripts too: a forgotten memory's values are redacted in the kept turns.
+
+When memories are forgotten (their tombstones made, in the same transaction), every kept turn is
+read sentence by sentence. A sentence that carries one of the tombstones' token digests and that the
+forget-block rule would drop, were it extracted (``tombstone_hits_many``, the rule extraction obeys),
+has the chunks whose digests the blocking tombstone holds replaced by FORGOTTEN_MARKER; the rest of
+the turn, and every other turn, stay as they were. A turn that carries the same number in a fact of
+its own is not dropped by the rule, so it keeps its number. Household → ``redact_forgotten_in_transcripts``
+off leaves transcripts untouched (they go with retention).
+
+Runs as a follow-up of forgetting (``settings.FORGET_FOLLOW_UPS``): memories, which forgets, sits
+below transcripts and does not import it; the wiring layer's settings name this function.
+"""
+
+import logging
+import re
+from collections.abc import Iterable
+
+from django.db import transaction
+
+from memories.digests import digest_spans, token_digests
+from memories.models import Tombstone
+from memories.selectors.tombstones import tombstone_hits_many
+from memories.services.embeddings import active_embedder
+from people.models import Household
+from transcripts.models import Turn
+
+logger = logging.getLogger(__name__)
+
+FORGOTTEN_MARKER = "[forgotten]"
+# What extraction would make one item of: a sentence (a turn may say several things).
+_SENTENCE_END = re.compile(r"(?<=[.!?…;])\s+|\n+")
+SCAN_CHUNK = 2000
+
+
+def _sentences(text: str) -> Iterable[tuple[int, int]]:
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        if match.start() > start:
+            yield start, match.start()
+        start = match.end()
+    if start < len(text):
+        yield start, len(text)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def redacted(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each of ``spans`` (overlapping ones merged) replaced by FORGOTTEN_MARKER."""
+    out, at = [], 0
+    for start, end in _merged(spans):
+        out += [text[at:start], FORGOTTEN_MARKER]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+@transaction.atomic
+def turns_redact_forgotten(*, tombstones: list[Tombstone]) -> list[int]:
+    """Redact the values of these just-forgotten memories in the kept turns that restate them; the ids of the turns changed.
+
+    Only turns that share a token digest with a tombstone are looked at further (the others cannot
+    hold one of its values); of those, only sentences the block rule drops are changed.
+    """
+    tombstones = [t for t in tombstones if t.pk is not None and t.digests]
+    if not tombstones or not Household.load().redact_forgotten_in_transcripts:
+        return []
+    wanted = frozenset(d for t in tombstones for d in t.digests)
+    # (turn id, its text, sentence start, sentence end, the sentence's spans that carry a wanted digest)
+    units: list[tuple[int, str, int, int, list[tuple[int, int, frozenset[str]]]]] = []
+    for pk, text in Turn.objects.order_by("pk").values_list("pk", "text").iterator(chunk_size=SCAN_CHUNK):
+        if wanted.isdisjoint(token_digests(text)):
+            continue  # holds none of the forgotten values
+        for start, end in _sentences(text):
+            spans = [span for span in digest_spans(text[start:end]) if not wanted.isdisjoint(span[2])]
+            if spans:
+                units.append((pk, text, start, end, spans))
+    if not units:
+        return []
+    embedder = active_embedder()
+    sentences = [text[start:end] for _, text, start, end, _ in units]
+    hits = tombstone_hits_many(
+        contents=sentences,
+        embeddings=embedder.embed_documents(sentences),
+        embedder=embedder,
+        tombstones=Tombstone.objects.filter(pk__in=[t.pk for t in tombstones]),
+    )
+    digests_of = {t.pk: frozenset(t.digests) for t in tombstones}
+    changes: dict[int, tuple[str, list[tuple[int, int]]]] = {}
+    for (pk, text, start, _end, spans), blocking in zip(units, hits, strict=True):
+        if not blocking:
+            continue
+        blocked = frozenset().union(*(digests_of[t] for t in blocking))
+        found = [(start + s, start + e) for s, e, digests in spans if not blocked.isdisjoint(digests)]
+        changes.setdefault(pk, (text, []))[1].extend(found)
+    turns = [Turn(pk=pk, text=redacted(text, spans)) for pk, (text, spans) in changes.items() if spans]
+    Turn.objects.bulk_update(turns, ["text"])
+    logger.info("forgotten values redacted in %d turns (%d tombstones)", len(turns), len(tombstones))
+    return [turn.pk for turn in turns]

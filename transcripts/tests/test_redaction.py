@@ -1,0 +1,133 @@
+"""Forgotten means forgotten in transcripts: the forgotten values leave the kept turns that restate them."""
+
+import json
+import re
+
+import pytest
+
+from justai_memory.household import person_delete
+from memories.models import Memory, Scope
+from memories.services.forget import memories_forget
+from memories.tests.factories import MemoryFactory
+from people.models import Household
+from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.models import ExtractionStatus, Turn
+from transcripts.services.extraction import conversation_extract
+from transcripts.services.redaction import FORGOTTEN_MARKER, redacted
+from transcripts.services.rerun import conversations_extract_rerun
+from transcripts.tests.factories import ConversationFactory, TurnFactory
+from transcripts.tests.fake_llm import extraction_answer
+
+pytestmark = pytest.mark.django_db
+
+FIND = "/internal/v1/memories/find_to_forget"
+FORGET = "/internal/v1/memories/forget"
+PASSWORD = "Das WLAN-Passwort ist Sonnenblume-8812."
+SAID = "Übrigens, das WLAN-Passwort ist Sonnenblume-8812. Und die Heizung im Bad tropft seit Montag."
+BUS = "Der Bus 8812 fährt morgen um sieben Uhr am Bahnhof ab."  # the same number, a fact of its own
+
+
+@pytest.fixture
+def home(usem3):
+    anna, kitchen = PersonFactory(name="Anna"), RoomFactory()
+    memory = MemoryFactory(content=PASSWORD, language="de", embedding=usem3.embed_documents([PASSWORD])[0])
+    said = ConversationFactory(speaker=anna, room=kitchen, language="de")
+    turn = TurnFactory(conversation=said, role="user", speaker=anna, text=SAID)
+    other = ConversationFactory(speaker=anna, room=kitchen, language="de")
+    bus = TurnFactory(conversation=other, role="user", speaker=anna, text=BUS)
+    return anna, kitchen, memory, turn, bus
+
+
+def forget_through_the_api(api, anna, kitchen, query="Vergiss das WLAN-Passwort"):
+    found = api.post(FIND, {"query": query, "room_id": kitchen.pk, "speaker_id": anna.pk, "model_location": "local"})
+    ids = [c["id"] for c in found.json()["candidates"]]
+    response = api.post(
+        FORGET, {"token": found.json()["token"], "confirm": True, "speaker_id": anna.pk, "memory_ids": ids}
+    )
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_forgetting_redacts_the_value_in_the_turn_that_said_it_and_nothing_else(api, home):
+    anna, kitchen, memory, turn, bus = home
+    before = Turn.objects.count()
+    assert forget_through_the_api(api, anna, kitchen)["memory_ids"] == [memory.pk]
+    turn.refresh_from_db()
+    assert "8812" not in turn.text and "sonnenblume" not in turn.text.casefold()
+    assert (
+        turn.text
+        == f"Übrigens, das {FORGOTTEN_MARKER} ist {FORGOTTEN_MARKER}. Und die Heizung im Bad tropft seit Montag."
+    )
+    bus.refresh_from_db()
+    assert bus.text == BUS  # the same number in a fact of its own: the block rule keeps it, so does redaction
+    assert Turn.objects.count() == before  # the turns and their conversations stay
+
+
+def test_re_extracting_the_old_conversation_stores_nothing_of_the_forgotten_value(api, home, fake_llm):
+    anna, kitchen, _, turn, _ = home
+
+    def echo(request) -> str:
+        """An LLM that takes every sentence the user said as a fact (what it would extract from the old turns)."""
+        said = re.findall(r"\(user\): (.*)", request.messages[-1]["content"])
+        return extraction_answer(facts=[s for line in said for s in re.split(r"(?<=\.)\s+", line) if s])
+
+    forget_through_the_api(api, anna, kitchen)
+    conversation = turn.conversation
+    conversation.ended_at = conversation.started_at
+    conversation.extraction_status = ExtractionStatus.DONE
+    conversation.save()
+    assert conversations_extract_rerun(conversation_ids=[conversation.pk]).queued == [conversation.pk]
+    fake_llm.reply_with(echo)
+    conversation = conversation_extract(conversation_id=conversation.pk)
+    assert conversation.extraction_status == ExtractionStatus.DONE
+    assert "8812" not in fake_llm.requests[-1].prompt
+    stored = list(Memory.objects.values_list("content", flat=True))
+    assert not [c for c in stored if "8812" in c or "Sonnenblume" in c or FORGOTTEN_MARKER in c], stored
+    assert conversation.extraction_stats["skipped_forgotten"] >= 1
+    assert json.dumps(conversation.extraction_stats).count("8812") == 0
+
+
+def test_the_household_setting_off_leaves_transcripts_as_said(api, home):
+    anna, kitchen, _, turn, _ = home
+    Household.objects.update_or_create(pk=1, defaults={"redact_forgotten_in_transcripts": False})
+    forget_through_the_api(api, anna, kitchen)
+    turn.refresh_from_db()
+    assert turn.text == SAID
+
+
+def test_forget_everything_redacts_too(api, home):
+    anna, _, memory, turn, bus = home
+    Memory.objects.filter(pk=memory.pk).update(scope=Scope.PRIVATE, owner=anna)
+    request = api.post(f"/internal/v1/people/{anna.pk}/forget_everything").json()
+    assert request["memory_ids"] == [memory.pk]
+    response = api.post(FORGET, {"token": request["token"], "confirm": True, "speaker_id": anna.pk})
+    assert response.status_code == 200
+    turn.refresh_from_db()
+    bus.refresh_from_db()
+    assert "8812" not in turn.text and FORGOTTEN_MARKER in turn.text and bus.text == BUS
+
+
+def test_deleting_a_person_redacts_their_private_memories_values(home):
+    anna, _, memory, turn, bus = home
+    Memory.objects.filter(pk=memory.pk).update(scope=Scope.PRIVATE, owner=anna)
+    ben = PersonFactory(name="Ben")
+    bens_turn = TurnFactory(conversation=ConversationFactory(speaker=ben, room=RoomFactory()), text=SAID, speaker=ben)
+    deletion = person_delete(person=anna, actor="admin:1")
+    assert deletion.private_memories_deleted == 1 and deletion.forget_blocks_deleted == 0
+    for row in (turn, bens_turn):
+        row.refresh_from_db()
+        assert "8812" not in row.text and FORGOTTEN_MARKER in row.text
+    bus.refresh_from_db()
+    assert bus.text == BUS
+
+
+def test_an_admin_deletion_redacts_through_the_same_follow_up(home):
+    _, _, memory, turn, _ = home
+    memories_forget(memory_ids=[memory.pk], actor="admin:1")
+    turn.refresh_from_db()
+    assert "8812" not in turn.text
+
+
+def test_redacted_merges_overlapping_spans():
+    text = "Konto 1234 5678 bitte"
+    assert redacted(text, [(6, 10), (11, 15), (6, 15)]) == f"Konto {FORGOTTEN_MARKER} bitte"
