@@ -92,14 +92,16 @@ def tombstone_embedders_check() -> list[str]:
 STAGING_TABLE = "memories_reembed_staging"
 
 
-def _staging_ensure(embedder: str) -> None:
-    """Create the staging table if needed; drop what an earlier run staged for another embedder."""
+def _staging_ensure(embedder: str, dim: int) -> None:
+    """Create the staging table if needed; drop what an earlier run staged for another embedder or dimension."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {STAGING_TABLE} (memory_id bigint PRIMARY KEY, "
             "embedder varchar(32) NOT NULL, content_md5 text NOT NULL, embedding vector NOT NULL)"
         )
-        cursor.execute(f"DELETE FROM {STAGING_TABLE} WHERE embedder <> %s", [embedder])
+        cursor.execute(
+            f"DELETE FROM {STAGING_TABLE} WHERE embedder <> %s OR vector_dims(embedding) <> %s", [embedder, dim]
+        )
 
 
 def _unstaged(*, after: int, limit: int) -> list[tuple[int, str]]:
@@ -157,7 +159,7 @@ def memories_reembed(*, batch_size: int = 256, progress: Callable[[int, int], No
     with advisory_lock(LockId.REEMBED) as acquired:
         if not acquired:
             raise ImproperlyConfigured("Another re-embedding is running.")
-        _staging_ensure(target.name)
+        _staging_ensure(target.name, target.dim)
         total = Memory.objects.count()
         done = total - _unstaged_count()
         resumed = done
