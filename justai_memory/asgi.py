@@ -69,7 +69,7 @@ def _embedder_warm() -> None:
     from memories.services.embeddings import active_embedder
 
     try:
-        active_embedder()
+        active_embedder().blocks()  # and the one its forget blocks are checked with (Embedder.block_embedder)
     except Exception as exc:  # reported by the health check; the worker still serves
         logger.warning("embedder not loaded at start: %s", exc)
     finally:

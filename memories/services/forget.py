@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.digests import token_digests, word_marks
+from memories.embedders import embedder_by_name
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.scopes import duplicate_scope
@@ -78,11 +79,16 @@ def memories_forget(
     )
     if not memories:
         return []
-    embedder = embedding_space_verify().embedder
+    space = embedding_space_verify().embedder
+    blocks = embedder_by_name(space).blocks()
+    if blocks.name == space:
+        vectors = [m.embedding for m in memories]
+    else:  # the embedder makes its blocks in another space (Embedder.block_embedder)
+        vectors = list(blocks.embed_documents([m.content for m in memories]))
     tombstones = Tombstone.objects.bulk_create(
         Tombstone(
-            embedding=m.embedding,
-            embedder=embedder,
+            embedding=vector,
+            embedder=blocks.name,
             scope=m.scope,
             owner_id=m.owner_id,
             room_id=m.room_id,
@@ -92,7 +98,7 @@ def memories_forget(
             digests=token_digests(m.content),
             word_marks=word_marks(m.content),
         )
-        for m in memories
+        for m, vector in zip(memories, vectors, strict=True)
     )
     ids = [m.pk for m in memories]
     Memory.objects.filter(pk__in=ids).delete()

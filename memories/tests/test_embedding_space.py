@@ -2,6 +2,7 @@
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import override_settings
 
 from memories.embedders import embedder_by_name
@@ -83,3 +84,53 @@ def test_reembed_refuses_when_a_block_embedder_cannot_load():
         with pytest.raises(CommandError, match="made with the embedder 'fastembed'"):
             call_command("reembed_memories")
     assert EmbeddingSpace.objects.get().embedder == "hash"  # nothing changed
+
+
+def test_an_interrupted_reembedding_resumes_where_it_stopped_and_embeds_what_changed_meanwhile(capsys):
+    """Batches commit as they go; the next run embeds only the rest, and a memory edited in between again."""
+    memories = [remember(f"Erinnerung Nummer {word}").memory for word in ("eins", "zwei", "drei", "vier", "fünf")]
+    try:
+        with override_settings(HASH_EMBEDDER_DIM=256):
+            embedder_by_name.cache_clear()
+            target = embedder_by_name("hash")
+            embedded, real = [], target.embed_documents
+
+            def dies_after_two_batches(texts):
+                if len(embedded) == 4:
+                    raise KeyboardInterrupt  # as when the operator presses Ctrl-C
+                embedded.extend(texts)
+                return real(texts)
+
+            target.embed_documents = dies_after_two_batches
+            with pytest.raises(KeyboardInterrupt):
+                call_command("reembed_memories", batch_size=2)
+            assert embedded == [m.content for m in memories[:4]]
+            assert embedding_column_dim() == 512  # nothing switched yet
+            assert EmbeddingSpace.objects.get().embedder == "hash" and EmbeddingSpace.objects.get().dim == 512
+            Memory.objects.filter(pk=memories[0].pk).update(content="Erinnerung Nummer null")  # edited meanwhile
+
+            embedded.clear()
+            target.embed_documents = lambda texts: embedded.extend(texts) or real(texts)
+            call_command("reembed_memories", batch_size=2)
+            assert sorted(embedded) == sorted(["Erinnerung Nummer null", memories[4].content])
+            assert "(3 staged by an earlier run)" in capsys.readouterr().out
+            assert embedding_column_dim() == 256
+            for memory in Memory.objects.all():
+                assert list(memory.embedding) == pytest.approx(list(real([memory.content])[0]), abs=1e-5)
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT to_regclass('memories_reembed_staging')")
+                assert cursor.fetchone()[0] is None  # the staging table is gone
+    finally:
+        embedder_by_name.cache_clear()
+        call_command("reembed_memories", verbosity=0)
+    assert embedding_column_dim() == 512
+
+
+def test_reembedding_shows_a_progress_bar_with_the_rate_and_the_time_left(capsys):
+    for word in ("eins", "zwei", "drei"):
+        remember(f"Erinnerung Nummer {word}")
+    call_command("reembed_memories", batch_size=1)
+    bar = capsys.readouterr().err
+    assert "3/3" in bar and "100%" in bar
+    assert " memories/s" in bar  # the rate
+    assert "<00:00" in bar  # elapsed<time left

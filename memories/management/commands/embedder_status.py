@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
@@ -8,6 +9,8 @@ class Command(BaseCommand):
     help = "Check that the configured MEMORY_EMBEDDER matches the vectors in the database (records it on first use)."
 
     def handle(self, *args, **options):
+        if settings.MEMORY_EMBEDDER_FALLBACK:
+            self.stderr.write(self.style.WARNING(settings.MEMORY_EMBEDDER_FALLBACK))
         try:
             space = embedding_space_verify()
         except ImproperlyConfigured as exc:

@@ -1,5 +1,6 @@
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
 from memories.embedders import get_embedder
 from memories.models import EmbeddingSpace, Memory
@@ -9,6 +10,7 @@ from memories.services.embeddings import memories_reembed, tombstone_embedders_c
 class Command(BaseCommand):
     help = (
         "Re-embed every memory with the configured MEMORY_EMBEDDER (run after switching embedders). "
+        "Resumable: an interrupted run keeps the batches it finished, and the next run goes on from there. "
         "Forget blocks keep working: tombstones keep the vector of the embedder that made them."
     )
 
@@ -33,16 +35,25 @@ class Command(BaseCommand):
                     f"Dry run: nothing changed. Forget blocks are checked with: {', '.join(names) or '-'}."
                 )
                 return
+            # A bar with the rate and the time left, on stderr (tqdm's default), updated after each batch.
+            with tqdm(total=total, unit=" memories", disable=verbosity == 0, smoothing=0.1) as bar:
+                started = []
 
-            def progress(done, total):
-                if verbosity > 0:
-                    self.stdout.write(f"  {done}/{total} ({100 * done // max(total, 1)}%)")
+                def progress(done, total):
+                    bar.total = total
+                    if not started:  # the first call: what an earlier run staged is done, not part of the rate
+                        started.append(done)
+                        bar.initial = bar.n = bar.last_print_n = done
+                        bar.refresh()
+                    else:
+                        bar.update(done - bar.n)
 
-            stats = memories_reembed(batch_size=batch_size, progress=progress)
+                stats = memories_reembed(batch_size=batch_size, progress=progress)
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
+        resumed = f" ({stats['resumed']} staged by an earlier run)" if stats["resumed"] else ""
         self.stdout.write(
             self.style.SUCCESS(
-                f"Re-embedded {stats['reembedded']} memories with {stats['embedder']} ({stats['dim']}-d)."
+                f"Re-embedded {stats['reembedded']} memories with {stats['embedder']} ({stats['dim']}-d){resumed}."
             )
         )
