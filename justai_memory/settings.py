@@ -209,6 +209,8 @@ AI_ROLES = {
 AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
 AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
 AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
+# The extraction answer's bound in tokens (max_tokens): the schema's limits allow ~42k, more than small servers hold.
+AI_MEMORY_MAX_TOKENS = env.int("AI_MEMORY_MAX_TOKENS", default=4096)
 
 # Extraction after a conversation ends (transcripts.services.extraction).
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)

@@ -19,6 +19,7 @@ class ExtractionStatus(models.TextChoices):
     SKIPPED = "skipped"
     FAILED = "failed"
     WAITING_LOCAL = "waiting_local", "waiting for a local model"
+    WAITING_MODEL = "waiting_model", "waiting for the model to answer"
     BLOCKED = "blocked", "blocked (speaker deleted)"
 
 

@@ -71,6 +71,7 @@ class FakeLLM:
 
     default: str = field(default_factory=extraction_answer)
     model: str = "fake-model"  # the one model GET /models lists
+    port: int = 0  # 0: an ephemeral one
     requests: list[Recorded] = field(default_factory=list)
 
     def __post_init__(self):
@@ -151,7 +152,7 @@ class FakeLLM:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="fake-llm", daemon=True
