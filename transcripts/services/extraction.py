@@ -213,30 +213,41 @@ def _fail(conversation_id: int, reason: str) -> Conversation | None:
     return _failed(conversation, reason)
 
 
-def _prompt(conversation: Conversation) -> list[dict]:
-    """The system rules and the transcript, with the speaker, the room and the conversation's date."""
-    date = timezone.localtime(conversation.started_at).date()
-    code = conversation.language
-    speaker = conversation.speaker.name if conversation.speaker else "unknown"
+def prompt_messages(*, date, language: str, room: str, speaker: str, lines: list[str]) -> list[dict]:
+    """The system rules and the transcript lines ("[HH:MM] who (role): text"), with the speaker, room and date.
+
+    The one place the extraction prompt is built (the service and bench/extraction_quality.py).
+    """
     system = SYSTEM_PROMPT.format(
-        language=language_name(code),
+        language=language_name(language),
         date=date.isoformat(),
         weekday=date.strftime("%A"),
-        room=conversation.room.name,
+        room=room,
     )
-    lines = []
-    for turn in transcript_turns(conversation=conversation):
-        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
-        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
     transcript = "\n".join(lines)
     if len(transcript) > MAX_TRANSCRIPT_CHARS:
         # The end of a long conversation holds what was settled; keep that.
         transcript = "[... earlier part left out ...]\n" + transcript[-MAX_TRANSCRIPT_CHARS:]
     user = (
-        f'Conversation of {date.isoformat()} ({date:%A}) in the room "{conversation.room.name}".\n'
-        f"Speaker: {speaker}.\nLanguage: {code}.\n\nTranscript:\n{transcript}"
+        f'Conversation of {date.isoformat()} ({date:%A}) in the room "{room}".\n'
+        f"Speaker: {speaker}.\nLanguage: {language}.\n\nTranscript:\n{transcript}"
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _prompt(conversation: Conversation) -> list[dict]:
+    """The prompt of a stored conversation (``prompt_messages``)."""
+    lines = []
+    for turn in transcript_turns(conversation=conversation):
+        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
+        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
+    return prompt_messages(
+        date=timezone.localtime(conversation.started_at).date(),
+        language=conversation.language,
+        room=conversation.room.name,
+        speaker=conversation.speaker.name if conversation.speaker else "unknown",
+        lines=lines,
+    )
 
 
 def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset[str]) -> MemoryDraft:
