@@ -383,6 +383,8 @@ def test_an_unreachable_model_makes_the_conversation_wait_and_it_is_extracted_on
 
     resume = import_string("transcripts.jobs.conversations_extract_resume_job")
     assert resume() == 0  # still down: nothing moves
+    assert conversations_extract_rerun(conversation_ids=[conversation.pk]).queued == [conversation.pk]
+    assert extract(conversation).extraction_status == "waiting_model"  # asked now: still nothing there
     with FakeLLM(port=port) as fake:
         fake.default = extraction_answer(facts=[KEY_FACT])
         with django_capture_on_commit_callbacks(execute=True):
