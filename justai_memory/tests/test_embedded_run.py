@@ -2,7 +2,7 @@
 
 SmolLM2-135M stores next to nothing usable: what is asserted is the loop (the model child started
 before the cluster, on loopback, answering; each conversation extracted to ``done``; the model
-stopped with the rest on SIGTERM), never what it extracted. Its answers are bounded by
+restarted after a crash, stopped with the rest on SIGTERM), never what it extracted. Its answers are bounded by
 AI_MEMORY_MAX_TOKENS (a looping answer is cut there and keeps its complete items).
 """
 
@@ -10,6 +10,7 @@ import shutil
 import signal
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -24,6 +25,7 @@ CONVERSATIONS = [
     ["Tom hat am 2. Mai Geburtstag, er wünscht sich ein Fahrrad.", "Ich trinke morgens lieber Tee als Kaffee."],
     ["Der Code für das Gartentor ist 4711.", "Die Katze heißt Minka und bekommt abends Trockenfutter."],
 ]
+STARTED = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)
 EXTRACTION_LIMIT = 900.0  # seconds for the three, on two shared cores (~20 s unloaded)
 
 
@@ -37,7 +39,7 @@ class EmbeddedService(Service):
         env.update(
             AI_MEMORY_PROVIDER="embedded",
             AI_MEMORY_BASE_URL=f"http://127.0.0.1:{self.model_port}/v1",
-            AI_MEMORY_MAX_TOKENS="160",
+            AI_MEMORY_MAX_TOKENS="512",
             AI_TIMEOUT="300",
             AI_MAX_RETRIES="0",
             AI_EMBEDDED_CONTEXT="4096",
@@ -76,6 +78,13 @@ def test_three_german_conversations_through_the_bundled_model_end_done():
                 t for text in turns for t in ({"role": "user", "text": text}, {"role": "assistant", "text": "Gut."})
             ]
             assert service.api("POST", f"/internal/v1/conversations/{cid}/turns", {"turns": body}).status_code < 300
+            with service.database() as conn:  # a fixed prompt (date and times): greedy decoding is then deterministic
+                conn.execute("UPDATE transcripts_conversation SET started_at = %s WHERE id = %s", [STARTED, cid])
+                conn.execute(
+                    "UPDATE transcripts_turn SET created_at = %s + (id - (SELECT min(id) FROM transcripts_turn "
+                    "WHERE conversation_id = %s)) * interval '1 minute' WHERE conversation_id = %s",
+                    [STARTED, cid, cid],
+                )
             assert service.api("POST", f"/internal/v1/conversations/{cid}/end").status_code < 300
             ids.append(cid)
 
@@ -98,8 +107,23 @@ def test_three_german_conversations_through_the_bundled_model_end_done():
             ).fetchall()
         assert statuses == dict.fromkeys(ids, "done"), (errors, service.log.read_text()[-3000:])
 
+        model.kill()  # a crashed model is restarted by the supervisor
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and "model exited with code -9" not in service.log.read_text():
+            time.sleep(0.5)
+        restarted = None
+        while time.monotonic() < deadline and restarted is None:
+            restarted = next(
+                (c for c in psutil.Process(service.pid).children() if "embedded_model" in " ".join(c.cmdline())), None
+            )
+            time.sleep(0.5)
+        assert restarted is not None and restarted.pid != model.pid, service.log.read_text()[-2000:]
+        while time.monotonic() < deadline and not service.wait_healthy(timeout=30)["components"]["llm"]["ok"]:
+            time.sleep(1)
+        assert service.wait_healthy(timeout=30)["components"]["llm"]["ok"]
+
         _, code = service.stop(signal.SIGTERM)
-        assert code == 0 and not model.is_running()
+        assert code == 0 and not model.is_running() and not restarted.is_running()
     finally:
         if service.process is not None and service.process.poll() is None:
             service.stop(signal.SIGTERM)
