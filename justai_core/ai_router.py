@@ -20,7 +20,12 @@ from justai_core.locations import CLOUD, LOCAL
 
 logger = logging.getLogger(__name__)
 
-RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# How the answer's schema is sent: the form each server enforces (as a grammar while it decodes).
+# json_schema: OpenAI's response_format (OpenAI, Gemini, llama.cpp, LM Studio); ollama: that and Ollama's own
+# ``format`` with the schema; guided_json: vLLM's guided decoding (``guided_json``); json_object: any JSON; none.
+RESPONSE_FORMATS = ("json_schema", "ollama", "guided_json", "json_object", "none")
+# The form a preset gets unless AI_<ROLE>_RESPONSE_FORMAT says otherwise (the others: json_schema).
+PRESET_RESPONSE_FORMATS = {"ollama": "ollama", "vllm": "guided_json"}
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class Preset:
 # Defaults per provider name; every field can be overridden by AI_<ROLE>_<FIELD>.
 PRESETS = {
     "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", ""),
+    # The GGUF model the run command serves itself (justai_memory/embedded_model.py), on loopback.
+    "embedded": Preset("http://127.0.0.1:8091/v1", "default", ""),
     "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", ""),
     "vllm": Preset("http://127.0.0.1:8001/v1", "", ""),
     "lmstudio": Preset("http://127.0.0.1:1234/v1", "", ""),
@@ -64,6 +71,10 @@ MISSING_KEY = "The AI role '{role}' reads its API key from ${variable}, which is
 
 class AIRouterError(Exception):
     """The provider could not be reached or answered with an error. The message holds no prompt or answer text."""
+
+
+class ProviderUnreachable(AIRouterError):
+    """Nothing answered at the provider's URL (connection refused, no route): waiting for it is the remedy, not retrying."""
 
 
 # The start of the message when nothing answered at the provider's URL (connection refused, timeout).
@@ -147,7 +158,7 @@ def provider_for(role: str) -> Provider:
     location = (config.get("location") or location_of(base_url)).lower()
     if location not in (LOCAL, CLOUD):
         raise ImproperlyConfigured(BAD_LOCATION.format(ROLE=upper, value=location))
-    response_format = (config.get("response_format") or "json_schema").lower()
+    response_format = (config.get("response_format") or PRESET_RESPONSE_FORMATS.get(name, "json_schema")).lower()
     if response_format not in RESPONSE_FORMATS:
         raise ImproperlyConfigured(BAD_RESPONSE_FORMAT.format(ROLE=upper, choices=", ".join(RESPONSE_FORMATS)))
     api_key_env = config.get("api_key_env") or preset.api_key_env
@@ -179,17 +190,35 @@ def location_warnings() -> list[str]:
 
 
 def _response_format(provider: Provider, schema: dict | None, schema_name: str) -> dict | openai.Omit:
-    if schema is None or provider.response_format == "none":
+    if schema is None or provider.response_format in ("none", "guided_json"):
         return openai.omit
     if provider.response_format == "json_object":
         return {"type": "json_object"}
     return {"type": "json_schema", "json_schema": {"name": schema_name, "schema": schema}}
 
 
+def _schema_extra(provider: Provider, schema: dict | None) -> dict | None:
+    """The request fields outside OpenAI's API that carry the schema: Ollama's ``format``, vLLM's ``guided_json``."""
+    if schema is None:
+        return None
+    if provider.response_format == "ollama":
+        return {"format": schema}
+    if provider.response_format == "guided_json":
+        return {"guided_json": schema}
+    return None
+
+
 def chat_complete(
-    *, provider: Provider, messages: list[dict], schema: dict | None = None, schema_name: str = "answer"
+    *,
+    provider: Provider,
+    messages: list[dict],
+    schema: dict | None = None,
+    schema_name: str = "answer",
+    max_tokens: int | None = None,
 ) -> str:
     """One chat completion (bounded retries and a timeout, by the SDK); returns the answer's text.
+
+    The schema goes in the form the provider enforces (``response_format``); ``max_tokens`` bounds the answer.
 
     Raises AIRouterError with the error's class and HTTP status only, never the prompt or the answer.
     """
@@ -205,13 +234,16 @@ def chat_complete(
             messages=messages,
             temperature=0,
             response_format=_response_format(provider, schema, schema_name),
+            max_tokens=max_tokens if max_tokens is not None else openai.omit,
+            extra_body=_schema_extra(provider, schema),
         )
     except openai.APIStatusError as exc:
         raise AIRouterError(
             f"{type(exc).__name__} (HTTP {exc.status_code}) from the '{provider.role}' provider"
         ) from exc
-    except openai.APIConnectionError as exc:  # also APITimeoutError
-        raise AIRouterError(
+    except openai.APIConnectionError as exc:  # also APITimeoutError: a server that answers too slowly is no absent one
+        error = ProviderUnreachable if not isinstance(exc, openai.APITimeoutError) else AIRouterError
+        raise error(
             UNREACHABLE.format(error=type(exc).__name__, role=provider.role, url=public_url(provider.base_url))
         ) from exc
     except openai.OpenAIError as exc:

@@ -95,6 +95,32 @@ def extraction_status(*, database_ok: bool) -> dict:
     return {"ok": True, "running": len(running), "stalled": []}
 
 
+LLM_HINT = (
+    "conversations wait for the model (extracted once it answers): start the server at {url}, or set "
+    "AI_MEMORY_PROVIDER (embedded, ollama, llamacpp, vllm, lmstudio, openai, gemini, custom), AI_MEMORY_BASE_URL "
+    "and AI_MEMORY_MODEL (docs/configuration.md)"
+)
+
+
+def llm_status(*, database_ok: bool) -> dict:
+    """The memory role's provider (``provider_status``), how many conversations wait for it, and what to set when it is down."""
+    status = provider_status("memory")
+    if database_ok:
+        from transcripts.models import Conversation, ExtractionStatus
+
+        try:
+            status["conversations_waiting"] = Conversation.objects.filter(
+                extraction_status=ExtractionStatus.WAITING_MODEL
+            ).count()
+        except Exception as exc:  # reported, never raised
+            connection.close()
+            status["conversations_waiting"] = None
+            status.setdefault("error", _error(exc))
+    if not status["ok"]:
+        status["hint"] = LLM_HINT.format(url=status.get("base_url", "(not configured)"))
+    return status
+
+
 def health_report() -> tuple[dict, int]:
     """({"status": "ok" | "unavailable", "components": {...}}, 200 | 503)."""
     database = database_status()
@@ -103,7 +129,7 @@ def health_report() -> tuple[dict, int]:
         "embedder": embedder_status(database_ok=database["ok"]),
         "cluster": cluster_status(database_ok=database["ok"]),
         "extraction": extraction_status(database_ok=database["ok"]),
-        "llm": provider_status("memory"),
+        "llm": llm_status(database_ok=database["ok"]),
     }
     ok = all(components[name]["ok"] for name in REQUIRED)
     return {"status": "ok" if ok else "unavailable", "components": components}, 200 if ok else 503

@@ -22,6 +22,8 @@ class ScheduleSpec:
 SCHEDULES = [
     ScheduleSpec("memory.consolidate", "memories.jobs.memories_consolidate_job", Schedule.DAILY),
     ScheduleSpec("memory.extract_sweep", "transcripts.jobs.conversations_extract_sweep_job", Schedule.MINUTES, 10),
+    # Conversations waiting for the model are extracted within a minute of its answering again.
+    ScheduleSpec("memory.extract_resume", "transcripts.jobs.conversations_extract_resume_job", Schedule.MINUTES, 1),
     ScheduleSpec("transcripts.purge", "transcripts.jobs.transcripts_purge_job", Schedule.DAILY),
 ]
 

@@ -239,6 +239,14 @@ AI_ROLES = {
 AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
 AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
 AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
+# The extraction answer's bound in tokens (max_tokens): the schema's limits allow ~42k, more than small servers hold.
+AI_MEMORY_MAX_TOKENS = env.int("AI_MEMORY_MAX_TOKENS", default=4096)
+# AI_MEMORY_PROVIDER=embedded: the GGUF file the run command serves (justai_memory/embedded_model.py); empty: the one
+# `manage.py fetch_model` fetched, else the bundled smoke-test model.
+AI_MEMORY_MODEL_FILE = env.str("AI_MEMORY_MODEL_FILE", default="")
+AI_EMBEDDED_THREADS = env.int("AI_EMBEDDED_THREADS", default=2)
+AI_EMBEDDED_CONTEXT = env.int("AI_EMBEDDED_CONTEXT", default=8192)  # tokens: the prompt (~1-7k) and the answer
+AI_EMBEDDED_START_SECONDS = env.int("AI_EMBEDDED_START_SECONDS", default=120)  # the run command waits this long
 
 # Extraction after a conversation ends (transcripts.services.extraction).
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)

@@ -2,6 +2,7 @@
 
     supervisor
     ├── embedded PostgreSQL (when no DATABASE_URL; its address goes to the children as DATABASE_URL)
+    ├── model: llama.cpp's server with a GGUF model (AI_MEMORY_PROVIDER=embedded; justai_memory/embedded_model.py)
     ├── prepare: migrate, cluster status table, embedder check, schedules, first admin, collectstatic
     ├── web: gunicorn's arbiter with WEB_WORKERS uvicorn workers (it restarts its own workers)
     └── cluster: django-q2's qcluster (its sentinel restarts its own workers)
@@ -39,6 +40,7 @@ QUICK_SECONDS = 60.0  # a child that ran this long starts its backoff over
 START_TIMEOUT = 180.0  # seconds a restarted postmaster may spend in crash recovery
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 TICK = 0.25
+MODEL_PROBE_SECONDS, MODEL_PROBE_TIMEOUT, MODEL_PROBE_FAILURES = 10.0, 5.0, 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 logger = logging.getLogger("justai_memory.supervisor")
@@ -137,6 +139,98 @@ class Child:
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+class ModelServer(Child):
+    """The embedded model (``AI_MEMORY_PROVIDER=embedded``): started before the cluster, probed, restarted; never fatal.
+
+    A model that keeps failing is given up alone (the rest of the service runs; conversations wait
+    for a model). While it runs, GET /health is probed every MODEL_PROBE_SECONDS after its load;
+    MODEL_PROBE_FAILURES misses in a row kill it, and the restart policy brings it back.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], *, health_url: str, start_seconds: float):
+        super().__init__("model", argv, env)
+        self.health_url, self.start_seconds = health_url, start_seconds
+        self.gave_up = False
+        self.misses = 0
+        self.probe_at = 0.0
+
+    def healthy(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.health_url, timeout=MODEL_PROBE_TIMEOUT) as response:
+                return response.status == 200
+        except OSError:  # refused, timed out, or 503 while the model loads (HTTPError is an OSError)
+            return False
+
+    def wait_ready(self, stopping) -> bool:
+        """Until the model answers its health check (bounded by ``start_seconds``), it dies, or a stop signal."""
+        deadline = time.monotonic() + self.start_seconds
+        while time.monotonic() < deadline and not stopping() and self.running():
+            if self.healthy():
+                logger.info("model ready at %s", self.health_url.removesuffix("/health"))
+                return True
+            time.sleep(TICK * 2)
+        logger.error(
+            "the embedded model did not answer within %s s; the service runs, conversations wait for it",
+            self.start_seconds,
+        )
+        return False
+
+    def check(self) -> None:
+        if self.gave_up:
+            return
+        try:
+            super().check()
+        except GiveUp as exc:
+            self.gave_up = True
+            logger.error("%s; the rest of the service runs, conversations wait for a model", exc)
+            return
+        now = time.monotonic()
+        if not self.running() or now < max(self.probe_at, self.restarts.started_at + self.start_seconds):
+            return
+        self.probe_at = now + MODEL_PROBE_SECONDS
+        self.misses = 0 if self.healthy() else self.misses + 1
+        if self.misses >= MODEL_PROBE_FAILURES:
+            logger.error("model missed %s health checks in a row; killing it", self.misses)
+            self.misses = 0
+            self.kill_leftovers()  # the next check sees it exited and restarts it
+
+
+def embedded_model(env: dict[str, str]) -> ModelServer | None:
+    """The model child when the memory role's provider is ``embedded``; None (and the reason logged) otherwise."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    from justai_core import ai_router
+    from justai_memory import embedded_model
+
+    try:
+        provider = ai_router.provider_for("memory")
+    except ImproperlyConfigured:
+        return None  # prepare and the health check name the variable
+    if provider.name != "embedded":
+        return None
+    try:
+        embedded_model.server_available()
+        choice = embedded_model.model_choice(model_file=settings.AI_MEMORY_MODEL_FILE, data_dir=settings.DATA_DIR)
+        port = embedded_model.loopback_port(provider.base_url)
+    except embedded_model.ModelUnavailable as exc:
+        logger.error(
+            "embedded model not started: %s. The rest of the service runs; conversations wait for a model", exc
+        )
+        return None
+    if choice.warning:
+        logger.warning("%s", choice.warning)
+    logger.info("model: %s (%s) on 127.0.0.1:%s", choice.path, choice.source, port)
+    return ModelServer(
+        [sys.executable, "-m", "justai_memory.embedded_model"],
+        env,
+        health_url=f"http://127.0.0.1:{port}/health",
+        start_seconds=settings.AI_EMBEDDED_START_SECONDS,
+    )
 
 
 class Database:
@@ -295,13 +389,19 @@ class Supervisor:
                 return 1
         children: list[Child] = []
         code = 0
+        model = embedded_model(env)
+        if model is not None:  # loads while prepare runs; the cluster starts once it answers (or gave up)
+            model.start()
+            children.append(model)
         try:
             prepared = self._run_to_end([sys.executable, "-m", "justai_memory.supervisor", "prepare"], env)
             if prepared not in (0, None):
                 logger.error("preparing the service failed (exit code %s); stopping", prepared)
                 return 1
+            if model is not None and self.stop_signal is None:
+                model.wait_ready(lambda: self.stop_signal is not None)
             if self.stop_signal is None:
-                children = [
+                children += [
                     Child(
                         "web",
                         [
@@ -321,7 +421,8 @@ class Supervisor:
                     ),
                 ]
                 for child in children:
-                    child.start()
+                    if child is not model:
+                        child.start()
                 logger.info("serving on http://%s:%s/ (admin: /admin/); SIGTERM or Ctrl-C stops everything", host, port)
             while self.stop_signal is None:
                 if db is not None:
@@ -381,6 +482,20 @@ def prepare() -> None:
     call_command("ensure_schedules")
     call_command("ensure_admin", url=f"http://{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}/admin/")
     call_command("collectstatic", interactive=False, verbosity=0)
+    llm_notice()
+
+
+def llm_notice() -> None:
+    """Say at start when the memory role's model does not answer: conversations wait for it, and what to set."""
+    from justai_core.ai_router import provider_status
+    from justai_memory.health import LLM_HINT
+
+    status = provider_status("memory")
+    if status["ok"] or status.get("provider") == "embedded":  # the embedded model is still loading; its child reports
+        return
+    logger.warning(
+        "the memory model does not answer (%s): %s", status["error"], LLM_HINT.format(url=status.get("base_url", "?"))
+    )
 
 
 def main() -> None:

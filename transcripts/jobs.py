@@ -7,7 +7,7 @@ import logging
 
 from transcripts.models import Conversation
 from transcripts.services.conversations import conversations_sweep
-from transcripts.services.extraction import conversation_extract
+from transcripts.services.extraction import conversation_extract, conversations_extract_resume
 from transcripts.services.retention import transcripts_purge
 
 logger = logging.getLogger(__name__)
@@ -29,6 +29,14 @@ def conversations_extract_sweep_job() -> dict:
     counts = conversations_sweep()
     logger.info("memory.extract_sweep %s", counts)
     return counts
+
+
+def conversations_extract_resume_job() -> int:
+    """memory.extract_resume: queue the conversations waiting for the model once it answers (a probe only when any wait)."""
+    resumed = conversations_extract_resume()
+    if resumed:
+        logger.info("memory.extract_resume resumed=%s", resumed)
+    return resumed
 
 
 def transcripts_purge_job() -> dict:

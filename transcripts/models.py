@@ -16,6 +16,7 @@ class ExtractionStatus(models.TextChoices):
     SKIPPED = "skipped", _("Skipped")
     FAILED = "failed", _("Failed")
     WAITING_LOCAL = "waiting_local", _("waiting for a local model")
+    WAITING_MODEL = "waiting_model", _("waiting for the model to answer")
     BLOCKED = "blocked", _("blocked (speaker deleted)")
 
 

@@ -1,8 +1,11 @@
 """The extraction answer as pydantic models: the structured-output JSON schema is generated from them, and they validate.
 
-The top level (``facts`` and ``preferences`` lists of at most MAX_ITEMS, a ``summary`` object) must
-hold, or the answer is malformed and the conversation fails (and is retried). Each item is then
-validated on its own: a malformed item is dropped and reported, the others are kept. Reasons name
+Every complete, valid item of an answer is kept: each item is validated on its own (a malformed one
+is dropped and reported), a missing or mistyped list or summary is reported and read as absent, and
+an answer cut off by the token limit or broken part-way keeps what precedes the cut (read with
+pydantic_core's partial mode, which never makes up a value). Only an answer with no readable item
+(and something wrong with it), or one that breaks the limits (more than MAX_ITEMS in a list), is
+malformed: the conversation fails (and is retried). Reasons name
 the path and the rule ("answer.facts[2].confidence: Input should be less than or equal to 1"), never
 the content (pydantic's messages carry no input; ``include_input=False`` keeps it out of the error
 objects too), so they can be stored on the conversation and logged.
@@ -13,7 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from memories.models import Kind
 
@@ -22,7 +26,13 @@ MAX_ITEM_CHARS = 1000
 MAX_SUMMARY_CHARS = 2000
 MAX_KEY_CHARS = 200
 NOT_JSON = "answer is not JSON"
+NOT_OBJECT = "answer is not a JSON object"
+NO_ITEM = "no readable item in the answer"
+CUT = "cut off: {n} items kept"  # the answer ended before its JSON closed (the token limit)
+BROKEN = "malformed: {n} items kept"  # the JSON broke somewhere; what precedes the break is kept
 MAX_REASONS = 3
+LIST_KEYS = ("facts", "preferences")
+CHARS_PER_TOKEN = 3.0  # a conservative bound for de/en/it/es text and JSON punctuation
 
 Unit = Annotated[float, Field(ge=0, le=1, strict=True)]  # strict: a bool or "0.5" is not a number
 ScopeHint = Literal["private", "room", "shared"]
@@ -67,12 +77,7 @@ class ExtractionAnswer(_Model):
     summary: AnswerSummary
 
 
-class _Shape(_Model):
-    """The top level alone: what must hold for the answer to count at all."""
-
-    facts: list[Any] = Field(max_length=MAX_ITEMS)
-    preferences: list[Any] = Field(max_length=MAX_ITEMS)
-    summary: dict
+_ITEM_LIST = TypeAdapter(Annotated[list[Any], Field(max_length=MAX_ITEMS)])
 
 
 def _inline_refs(schema: dict) -> dict:
@@ -128,9 +133,10 @@ class Extraction:
     items: list[ExtractedItem]
     summary: ExtractedItem | None
     rejected: list[Rejection] = field(default_factory=list)
+    note: str = ""  # how a cut-off or broken answer was read ("cut off: 2 items kept"); "" when whole
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(?P<body>.*)\n```\s*$", re.DOTALL)
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(?P<body>.*?)(\n```\s*)?$", re.DOTALL)  # the close may be cut off
 
 
 def _path(prefix: str, loc: tuple) -> str:
@@ -147,30 +153,77 @@ def _reasons(error: ValidationError, prefix: str) -> list[Rejection]:
     ]
 
 
-def _loads(text: str):
+def _partial(text: str):
+    """What a truncated JSON text holds up to its cut (pydantic_core's partial mode: no value is made up), the open item left out.
+
+    Items are flat objects, so the last item of the list that was being written is complete only
+    when the text ends right after its ``}`` (a comma may follow).
+    """
+    data = from_json(text, allow_partial=True)
+    if isinstance(data, dict) and data:
+        last = list(data)[-1]
+        if last in LIST_KEYS and isinstance(data[last], list) and data[last]:
+            if not text.rstrip().rstrip(",").rstrip().endswith("}"):
+                data[last].pop()
+    return data
+
+
+def _loads(text: str) -> tuple[object, str]:
+    """The answer as JSON and how it was read: ``""`` whole, ``CUT`` cut off, ``BROKEN`` malformed after a readable start.
+
+    A cut-off text (the token limit) and a text that breaks somewhere keep what precedes the cut or
+    the break; only a text with nothing readable raises MalformedAnswer.
+    """
     text = text.strip()
     if match := _FENCE.match(text):  # some local models wrap JSON in a Markdown fence
-        text = match.group("body")
+        text = match.group("body").strip()
     try:
-        return json.loads(text)
+        return json.JSONDecoder().raw_decode(text)[0], ""  # whole (a chatty model's trailing words ignored)
+    except json.JSONDecodeError as exc:
+        error = exc
+    cut = error.pos >= len(text) or error.msg.startswith("Unterminated string")  # the text ran out
+    try:
+        return (_partial(text), CUT) if cut else (_partial(text[: error.pos]), BROKEN)
     except ValueError:
         raise MalformedAnswer(NOT_JSON) from None
 
 
-def extraction_parse(*, text: str) -> Extraction:
-    """Parse the LLM's answer: MalformedAnswer (text-free) when its top level is wrong; bad items dropped and reported."""
-    data = _loads(text)
-    try:
-        _Shape.model_validate(data)
-    except ValidationError as exc:
-        reasons = [f"{r.path}: {r.rule}" for r in _reasons(exc, "answer")]
-        more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
-        raise MalformedAnswer("; ".join(reasons[:MAX_REASONS]) + more) from None
+def _top_level_value(data: dict, key: str, whole: bool, rejected: list[Rejection]):
+    """``data[key]``; None when missing, reported unless the answer was cut before it (its note says so)."""
+    if key not in data and whole:
+        rejected.append(Rejection(path=f"answer.{key}", rule="Field required"))
+    return data.get(key)
 
+
+def _top_level_list(data: dict, key: str, whole: bool, rejected: list[Rejection]) -> list:
+    """``data[key]`` as a list: missing or not a list is reported and read as empty; more than MAX_ITEMS breaks the limits."""
+    if _top_level_value(data, key, whole, rejected) is None:
+        return []
+    try:
+        return _ITEM_LIST.validate_python(data[key])
+    except ValidationError as exc:
+        [reason] = _reasons(exc, f"answer.{key}")[:1]
+        if isinstance(data[key], list):  # too long: the answer broke the schema's limits
+            raise MalformedAnswer(f"{reason.path}: {reason.rule}") from None
+        rejected.append(reason)
+    return []
+
+
+def extraction_parse(*, text: str) -> Extraction:
+    """Parse the LLM's answer: every complete, valid item is kept; MalformedAnswer (text-free) when nothing is readable.
+
+    Dropped items, a missing or mistyped list or summary are reported (``rejected``); a cut-off or
+    broken answer keeps what precedes the cut and says so (``note``: "cut off: 2 items kept"). An
+    answer with nothing to keep fails only when something was wrong with it (a clean answer with
+    empty lists is "nothing to remember"); more than MAX_ITEMS in a list breaks the limits and fails.
+    """
+    data, how = _loads(text)
+    if not isinstance(data, dict):
+        raise MalformedAnswer(NOT_OBJECT)
     items: list[ExtractedItem] = []
     rejected: list[Rejection] = []
     for key, kind in (("facts", Kind.FACT), ("preferences", Kind.PREFERENCE)):
-        for i, raw in enumerate(data[key]):
+        for i, raw in enumerate(_top_level_list(data, key, not how, rejected)):
             try:
                 item = AnswerItem.model_validate(raw)
             except ValidationError as exc:
@@ -178,11 +231,13 @@ def extraction_parse(*, text: str) -> Extraction:
                 continue
             items.append(ExtractedItem(kind=kind, **item.model_dump()))
     summary = None
-    try:
-        raw_summary = AnswerSummary.model_validate(data["summary"])
-    except ValidationError as exc:
-        rejected += _reasons(exc, "answer.summary")[:1]
-    else:
+    raw_summary = None
+    if (value := _top_level_value(data, "summary", not how, rejected)) is not None:
+        try:
+            raw_summary = AnswerSummary.model_validate(value)
+        except ValidationError as exc:
+            rejected += _reasons(exc, "answer.summary")[:1]
+    if raw_summary is not None:
         if raw_summary.content:
             summary = ExtractedItem(
                 kind=Kind.EPISODE,
@@ -193,4 +248,34 @@ def extraction_parse(*, text: str) -> Extraction:
                 confidence=1.0,
                 importance=raw_summary.importance,
             )
-    return Extraction(items=items, summary=summary, rejected=rejected)
+    note = how.format(n=len(items)) if how else ""
+    if not items and summary is None and (how or rejected):
+        reasons = [note] if note else []
+        reasons += [f"{r.path}: {r.rule}" for r in rejected]
+        more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
+        raise MalformedAnswer(f"{NO_ITEM}: " + "; ".join(reasons[:MAX_REASONS]) + more)
+    return Extraction(items=items, summary=summary, rejected=rejected, note=note)
+
+
+def answer_max_tokens(schema: dict, *, chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    """The tokens the longest answer the schema allows can take: every string at its maxLength, every list full.
+
+    JSON punctuation and key names are counted as characters too; a token is ``chars_per_token``
+    characters or more (a bound: real answers are far shorter).
+    """
+
+    def chars(node: dict) -> int:
+        kind = node.get("type")
+        if kind == "object":
+            return 2 + sum(len(key) + 6 + chars(value) for key, value in node.get("properties", {}).items())
+        if kind == "array":
+            return 2 + node.get("maxItems", 1) * (chars(node["items"]) + 2)
+        if kind == "string":
+            if "enum" in node:
+                return 2 + max(len(value) for value in node["enum"])
+            return 2 + node.get("maxLength", MAX_KEY_CHARS)
+        if "enum" in node:
+            return 2 + max(len(str(value)) for value in node["enum"])
+        return 10  # a number or a boolean
+
+    return int(chars(schema) / chars_per_token) + 1

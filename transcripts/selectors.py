@@ -21,6 +21,12 @@ UNREACHABLE_HINT = (
     "memory role at one that runs: AI_MEMORY_PROVIDER (ollama, llamacpp, vllm, lmstudio, openai, gemini, "
     "custom), AI_MEMORY_BASE_URL, AI_MEMORY_MODEL (see docs/extraction.md). Then re-run the extraction."
 )
+WAITING_HINT = (
+    "Waiting for the model: nothing answered at {url} (provider '{provider}', model '{model}'). Start that "
+    "server, or point the memory role at one that runs: AI_MEMORY_PROVIDER (embedded, ollama, llamacpp, vllm, "
+    "lmstudio, openai, gemini, custom), AI_MEMORY_BASE_URL, AI_MEMORY_MODEL (see docs/extraction.md). The "
+    "conversation is extracted within a minute of the model answering."
+)
 
 
 def working_memory(*, conversation: Conversation, limit: int = WORKING_MEMORY_TURNS) -> list[dict]:
@@ -146,15 +152,19 @@ def conversations_idle(*, before: datetime) -> QuerySet[Conversation]:
 
 
 def extraction_hint(*, conversation: Conversation) -> str:
-    """What the admin can do when the extraction failed because the LLM did not answer (its URL, what to set); else ""."""
+    """What the admin can do when the extraction failed or waits because the LLM did not answer (its URL, what to set); else ""."""
+    if conversation.extraction_status == ExtractionStatus.WAITING_MODEL:
+        return _unreachable_hint(WAITING_HINT)
     if conversation.extraction_status != ExtractionStatus.FAILED:
         return ""
     if ai_router.UNREACHABLE_MARK not in conversation.extraction_error:
         return ""
+    return _unreachable_hint(UNREACHABLE_HINT)
+
+
+def _unreachable_hint(template: str) -> str:
     try:
         provider = ai_router.provider_for(EXTRACTION_ROLE)
     except ImproperlyConfigured as exc:
         return str(exc)
-    return UNREACHABLE_HINT.format(
-        url=ai_router.public_url(provider.base_url), provider=provider.name, model=provider.model
-    )
+    return template.format(url=ai_router.public_url(provider.base_url), provider=provider.name, model=provider.model)

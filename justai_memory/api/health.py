@@ -45,6 +45,8 @@ class LlmOut(Schema):
     ok: bool
     model_listed: bool | None = None
     error: str | None = None
+    conversations_waiting: int | None = None  # ended conversations waiting for this model to answer
+    hint: str | None = None  # when it does not answer: what to start or set
 
 
 class ComponentsOut(Schema):

@@ -8,9 +8,18 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from justai_core.ai_router import AIRouterError, chat_complete, location_of, location_warnings, provider_for
+from justai_core.ai_router import (
+    AIRouterError,
+    ProviderUnreachable,
+    chat_complete,
+    location_of,
+    location_warnings,
+    provider_for,
+)
 from transcripts.tests.fake_llm import FakeLLM
 from transcripts.tests.helpers import memory_role
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}}
 
 
 def role(settings, **config):
@@ -196,3 +205,47 @@ def test_an_unreachable_provider_is_an_error_not_a_hang(settings):
     settings.AI_ROLES = {"memory": memory_role(url)}
     with pytest.raises(AIRouterError, match="APIConnectionError"):
         chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize(
+    ("provider", "response_format", "extra"),
+    [
+        ("llamacpp", {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}, {}),
+        ("embedded", {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}, {}),
+        ("ollama", {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}, {"format": SCHEMA}),
+        ("vllm", None, {"guided_json": SCHEMA}),
+    ],
+)
+def test_each_local_server_gets_the_schema_in_the_form_it_enforces(settings, provider, response_format, extra):
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": {"provider": provider, "base_url": fake.base_url, "model": "m"}}
+        chat_complete(
+            provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}], schema=SCHEMA, max_tokens=99
+        )
+    body = fake.requests[0].body
+    assert body.get("response_format") == response_format
+    assert {key: body[key] for key in ("format", "guided_json") if key in body} == extra
+    assert body["max_tokens"] == 99
+
+
+def test_a_preset_form_can_be_overridden(settings):
+    settings.AI_ROLES = {"memory": {"provider": "vllm", "model": "m", "response_format": "json_schema"}}
+    assert provider_for("memory").response_format == "json_schema"
+
+
+def test_the_embedded_preset_is_local_on_loopback(settings):
+    provider = role(settings, provider="embedded")
+    assert (provider.base_url, provider.model, provider.location) == ("http://127.0.0.1:8091/v1", "default", "local")
+
+
+def test_an_unreachable_provider_is_told_apart_from_a_slow_one(settings):
+    settings.AI_MAX_RETRIES = 0
+    with FakeLLM() as fake:
+        url = fake.base_url
+        settings.AI_ROLES = {"memory": {**memory_role(url), "timeout": 0.3}}
+        fake.reply("slow", delay=1.5)
+        with pytest.raises(AIRouterError) as slow:
+            chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(ProviderUnreachable):
+        chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
+    assert not isinstance(slow.value, ProviderUnreachable)

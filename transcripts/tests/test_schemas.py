@@ -6,10 +6,12 @@ import pytest
 
 from transcripts.schemas import (
     EXTRACTION_SCHEMA,
+    MAX_ITEM_CHARS,
     MAX_ITEMS,
     AnswerItem,
     ExtractionAnswer,
     MalformedAnswer,
+    answer_max_tokens,
     extraction_parse,
 )
 from transcripts.tests.fake_llm import extraction_answer
@@ -101,16 +103,111 @@ def test_a_malformed_item_is_dropped_and_reported_by_path_and_rule_never_content
     ("mutate", "reason"),
     [
         (lambda d: d.pop("summary"), "answer.summary: Field required"),
-        (lambda d: d.update(facts={}), "answer.facts: Input should be a valid list"),
+        (lambda d: d.update(preferences={}), "answer.preferences: Input should be a valid list"),
         (lambda d: d.update(summary="4711"), "answer.summary: Input should be a valid dictionary"),
-        (lambda d: d.update(facts=d["facts"] * (MAX_ITEMS // 2 + 1)), f"at most {MAX_ITEMS} items"),
+        (lambda d: d.update(summary={"content": "4711"}), "answer.summary.scope: Field required"),
     ],
 )
-def test_an_answer_wrong_at_the_top_level_is_malformed_with_a_text_free_reason(mutate, reason):
+def test_a_missing_or_mistyped_summary_or_list_is_reported_and_the_items_are_kept(mutate, reason):
+    extraction = parse(answer_with(mutate))
+    assert any(f"{r.path}: {r.rule}".startswith(reason) for r in extraction.rejected)
+    assert len(extraction.items) >= 2 and extraction.note == ""
+    assert "4711" not in json.dumps([r.as_dict() for r in extraction.rejected])
+
+
+def test_more_items_than_the_limit_break_the_answer():
+    with pytest.raises(MalformedAnswer, match=f"at most {MAX_ITEMS} items"):
+        parse(answer_with(lambda d: d.update(facts=d["facts"] * (MAX_ITEMS // 2 + 1))))
+
+
+def three_facts() -> str:
+    return extraction_answer(
+        facts=["Der Code für das Gartentor ist 4711.", "Tom hat am 2. Mai Geburtstag.", "Der Müll geht am Dienstag."],
+        preferences=["Anna trinkt gern Tee."],
+        summary="Anna erzählte vom Haus.",
+    )
+
+
+def test_an_answer_cut_off_by_the_token_limit_keeps_every_complete_item():
+    text = three_facts()
+    cut = text[: text.index("Der Müll") + 5]  # inside the third fact
+    extraction = parse(cut)
+    assert [i.content for i in extraction.items] == [
+        "Der Code für das Gartentor ist 4711.",
+        "Tom hat am 2. Mai Geburtstag.",
+    ]
+    assert extraction.note == "cut off: 2 items kept" and extraction.summary is None
+    assert extraction.rejected == []  # what the cut never reached is not a rejection
+
+
+@pytest.mark.parametrize("after", [", ", "", "  "])
+def test_a_cut_right_after_an_item_keeps_it(after):
+    text = three_facts()
+    end = text.index("}", text.index("Der Müll")) + 1
+    extraction = parse(text[:end] + after)
+    assert len(extraction.items) == 3 and extraction.note == "cut off: 3 items kept"
+
+
+def test_a_cut_in_an_open_item_drops_it_even_when_its_keys_would_pass():
+    text = three_facts()
+    end = text.index("}", text.index("Der Müll"))
+    extraction = parse(text[:end])  # everything of the third fact but its closing brace
+    assert len(extraction.items) == 2
+
+
+def test_an_answer_broken_part_way_keeps_what_precedes_the_break():
+    text = three_facts()
+    broken = text.replace('"confidence": 0.9, "importance"', '"confidence": 0.9 "importance"', 3)
+    broken = broken.replace('"confidence": 0.9 "importance"', '"confidence": 0.9, "importance"', 1)  # the 2nd breaks
+    extraction = parse(broken)
+    assert [i.content for i in extraction.items] == ["Der Code für das Gartentor ist 4711."]
+    assert extraction.note == "malformed: 1 items kept"
+
+
+def test_trailing_words_after_a_whole_answer_are_ignored():
+    extraction = parse(three_facts() + "\nI hope this helps!")
+    assert len(extraction.items) == 4 and extraction.note == "" and extraction.summary is not None
+
+
+def test_a_cut_answer_with_no_complete_item_is_malformed_with_a_text_free_reason():
+    text = three_facts()
     with pytest.raises(MalformedAnswer) as error:
-        parse(answer_with(mutate))
-    assert reason in str(error.value)
-    assert "4711" not in str(error.value) and "Tee" not in str(error.value)
+        parse(text[: text.index("4711")])
+    assert str(error.value) == "no readable item in the answer: cut off: 0 items kept"
+
+
+def test_a_clean_answer_with_nothing_to_remember_is_no_failure():
+    extraction = parse(extraction_answer())
+    assert (extraction.items, extraction.summary, extraction.rejected, extraction.note) == ([], None, [], "")
+
+
+def test_every_item_rejected_means_nothing_readable():
+    data = json.loads(extraction_answer(facts=["Der Code ist 4711."]))
+    data["facts"][0]["confidence"] = 7
+    with pytest.raises(MalformedAnswer, match=r"^no readable item in the answer: answer.facts\[0\].confidence"):
+        parse(data)
+
+
+def test_the_token_bound_covers_the_longest_answer_the_schema_allows():
+    bound = answer_max_tokens(EXTRACTION_SCHEMA)
+    longest = {
+        "facts": [
+            {
+                "content": "x" * MAX_ITEM_CHARS,
+                "inferred": False,
+                "subject": "s" * 200,
+                "predicate": "p" * 200,
+                "scope": "private",
+                "confidence": 0.123456,
+                "importance": 0.123456,
+                "about_speaker": False,
+            }
+        ]
+        * MAX_ITEMS,
+        "summary": {"content": "y" * 2000, "scope": "shared", "importance": 0.5},
+    }
+    longest["preferences"] = longest["facts"]
+    assert len(json.dumps(longest)) / 3 <= bound < len(json.dumps(longest)) / 2
 
 
 @pytest.mark.parametrize("text", ["", "Sure! Here are the facts: the code is 4711", "[1, 2]", '{"facts": [}'])
@@ -126,5 +223,8 @@ def test_every_top_level_error_is_named_and_more_than_three_are_counted(monkeypa
         parse(data)
     assert str(error.value).count("; ") == 2
     monkeypatch.setattr("transcripts.schemas.MAX_REASONS", 1)
-    with pytest.raises(MalformedAnswer, match=r"^answer.facts: Input should be a valid list \(\+2 more\)$"):
+    with pytest.raises(
+        MalformedAnswer,
+        match=r"^no readable item in the answer: answer.facts: Input should be a valid list \(\+2 more\)$",
+    ):
         parse(data)

