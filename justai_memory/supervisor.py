@@ -149,8 +149,8 @@ class ModelServer(Child):
     MODEL_PROBE_FAILURES misses in a row kill it, and the restart policy brings it back.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], *, health_url: str, start_seconds: float):
-        super().__init__("model", argv, env)
+    def __init__(self, argv: list[str], env: dict[str, str], budget: dict, *, health_url: str, start_seconds: float):
+        super().__init__("model", argv, env, budget)
         self.health_url, self.start_seconds = health_url, start_seconds
         self.gave_up = False
         self.misses = 0
@@ -199,7 +199,7 @@ class ModelServer(Child):
             self.kill_leftovers()  # the next check sees it exited and restarts it
 
 
-def embedded_model(env: dict[str, str]) -> ModelServer | None:
+def embedded_model(env: dict[str, str], budget: dict) -> ModelServer | None:
     """The model child when the memory role's provider is ``embedded``; None (and the reason logged) otherwise."""
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
@@ -228,6 +228,7 @@ def embedded_model(env: dict[str, str]) -> ModelServer | None:
     return ModelServer(
         [sys.executable, "-m", "justai_memory.embedded_model"],
         env,
+        budget,
         health_url=f"http://127.0.0.1:{port}/health",
         start_seconds=settings.AI_EMBEDDED_START_SECONDS,
     )
@@ -389,7 +390,7 @@ class Supervisor:
                 return 1
         children: list[Child] = []
         code = 0
-        model = embedded_model(env)
+        model = embedded_model(env, budget)
         if model is not None:  # loads while prepare runs; the cluster starts once it answers (or gave up)
             model.start()
             children.append(model)

@@ -92,7 +92,7 @@ def test_the_run_command_starts_no_model_child_when_a_package_is_missing_and_say
     settings.AI_ROLES = {"memory": {"provider": "embedded"}}
     monkeypatch.setattr(embedded_model, "SERVER_PACKAGE", "xllamacpp_not_installed")
     with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-        assert supervisor.embedded_model({}) is None
+        assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
     assert "embedded model not started: the package xllamacpp_not_installed" in caplog.text
     assert "conversations wait for a model" in caplog.text
 
@@ -101,11 +101,11 @@ def test_the_run_command_serves_the_bundled_model_on_the_presets_port(settings, 
     settings.AI_ROLES = {"memory": {"provider": "embedded"}}
     settings.AI_MEMORY_MODEL_FILE = ""
     with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-        child = supervisor.embedded_model({})
+        child = supervisor.embedded_model({}, {"limit": 10, "window": 600})
     assert child.health_url == "http://127.0.0.1:8091/health" and child.argv[-1] == "justai_memory.embedded_model"
     assert "smoke-test model" in caplog.text
 
 
 def test_no_model_child_for_another_provider(settings):
     settings.AI_ROLES = {"memory": {"provider": "ollama"}}
-    assert supervisor.embedded_model({}) is None
+    assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
