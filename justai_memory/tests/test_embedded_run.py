@@ -42,6 +42,9 @@ class EmbeddedService(Service):
             AI_MEMORY_MAX_TOKENS="512",
             AI_TIMEOUT="300",
             AI_MAX_RETRIES="0",
+            # A job may run as long as the model answers (the base service's 6 s is for its stalled-job drill).
+            Q_TIMEOUT="600",
+            Q_RETRY="660",
             AI_EMBEDDED_CONTEXT="4096",
         )
         for name in ("AI_MEMORY_MODEL", "AI_MEMORY_MODEL_FILE"):
