@@ -1,10 +1,11 @@
 """Recalls per day (RecallDay): one per recall, in the statement that loads it, no text; the preview and a
 withheld recall count nothing; consolidation drops days over RECALL_DAYS_KEPT ago; the migration applies."""
 
+import threading
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -74,6 +75,32 @@ def test_the_admins_recall_preview_counts_nothing_like_the_access_counts(admin_c
     assert page.status_code == 200 and "blue tin" in page.content.decode()
     memory.refresh_from_db()
     assert counts() == {} and memory.access_count == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_recalls_on_a_new_day_are_all_counted():
+    room = RoomFactory()
+    MemoryFactory(content="The cellar key is in the blue tin")
+    MemoryFactory(content="The cellar door sticks in winter")
+    start = threading.Barrier(4)
+    errors = []
+
+    def recalls():
+        try:
+            start.wait(timeout=30)
+            for _ in range(10):
+                recall("cellar", room=room)
+        except Exception as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=recalls) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors and counts() == {timezone.localdate(): 40}
 
 
 def test_consolidation_drops_recall_days_older_than_kept_and_no_other():
