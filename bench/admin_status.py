@@ -3,9 +3,9 @@
     flock /tmp/justai-bench.lock .venv/bin/python bench/admin_status.py [--memories 10000 100000] [--repeat 5]
 
 Fills a throwaway embedded PostgreSQL with N memories (created over the last 60 days, mixed labels,
-a third recalled at some point, all with one constant vector: the page never reads vectors) and N/20
-conversations (ended over 60 days, mixed extraction outcomes, 1 % failed with a retry scheduled),
-with INSERT ... SELECT generate_series. Then times, median of ``--repeat``: each part of the status
+a third recalled at some point, all with one constant vector: the page never reads vectors), 400 days
+of recall counts and N/20 conversations (ended over 60 days, mixed extraction outcomes, 1 % failed
+with a retry scheduled), with INSERT ... SELECT generate_series. Then times, median of ``--repeat``: each part of the status
 page that reads the database (the three charts and the extractions needing attention) and the whole
 ``admin_status()`` minus the model provider's probe (a network call, bounded by AI_PROBE_TIMEOUT),
 against the baseline of the same run: ``Memory.objects.count()``, which the memory list runs on
@@ -31,7 +31,9 @@ def fill(n: int) -> None:
     dim = configured_dim()
     vector = "[" + ",".join(["1"] + ["0"] * (dim - 1)) + "]"
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE memories_memory, memories_memoryaccess, transcripts_conversation CASCADE")
+        cursor.execute(
+            "TRUNCATE memories_memory, memories_memoryaccess, memories_recallday, transcripts_conversation CASCADE"
+        )
         from people.models import Room
 
         room = Room.objects.get_or_create(name="bench")[0].pk
@@ -52,6 +54,11 @@ def fill(n: int) -> None:
             INSERT INTO memories_memoryaccess (memory_id, count, last_accessed_at)
             SELECT id, 1 + id %% 7, now() - (id %% 45) * interval '1 day' FROM memories_memory WHERE id %% 3 = 0
             """,
+            [],
+        )
+        # Recalls per day for the 400 days kept (RECALL_DAYS_KEPT): the chart reads the last 30 of them.
+        cursor.execute(
+            "INSERT INTO memories_recallday (day, count) SELECT current_date - i, 1 + i %% 50 FROM generate_series(0, 399) AS i",
             [],
         )
         cursor.execute(

@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 
 from justai_memory.health import health_report
 from memories.admin.filters import label_name
-from memories.models import ConsolidationRun, Memory, MemoryAccess, Provenance
+from memories.models import ConsolidationRun, Memory, Provenance, RecallDay
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import extraction_retries_scheduled
 
@@ -133,17 +133,10 @@ def memories_chart(days: list[date]) -> Chart:
 
 
 def recalls_chart(days: list[date]) -> Chart:
-    """Memories by the day they were last recalled (each memory's last recall: the counter keeps no history)."""
-    tz = timezone.get_current_timezone()
-    rows = (
-        MemoryAccess.objects.annotate(day=TruncDate("last_accessed_at", tzinfo=tz))
-        .values("day")
-        .annotate(n=Count("memory_id"))
-        .order_by()
-    )
-    name = _("memories")
-    series = _per_day(({**r, "all": "all"} for r in rows), days, "all", {"all": name})
-    return bar_chart(days, series, label=_("Memories recalled, by the day of their last recall"))
+    """Recalls per day (RecallDay: the household's TIME_ZONE days; the admin's preview does not count)."""
+    counts = dict(RecallDay.objects.filter(day__range=(days[0], days[-1])).values_list("day", "count"))
+    series = {_("recalls"): [counts.get(day, 0) for day in days]}
+    return bar_chart(days, series, label=_("Recalls per day"))
 
 
 def extractions_chart(days: list[date]) -> Chart:

@@ -266,6 +266,28 @@ class MemoryAccess(models.Model):
         return f"Access of memory #{self.memory_id}"
 
 
+class RecallDay(models.Model):
+    """How many recalls ran on a day (the household's TIME_ZONE): a date and a count, no text, no speaker.
+
+    Recall adds one in the statement that loads what it returns (memories.services.access.memories_read);
+    the status page draws the last 30 days. Rows older than RECALL_DAYS_KEPT are deleted by
+    consolidation's prune step.
+    """
+
+    day = models.DateField(primary_key=True)
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = _("recalls of a day")
+        verbose_name_plural = _("recalls per day")
+
+    def __str__(self):
+        return f"{self.day}: {self.count} recalls"
+
+
+RECALL_DAYS_KEPT = 400  # days of RecallDay rows kept: more than a year, to compare with the year before
+
+
 class TombstoneQuerySet(models.QuerySet):
     def visible_to(self, *, speaker, room):
         """The blocks a speaker could have made: tombstones of the scopes visible to them."""

@@ -6,9 +6,20 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.utils import timezone
+from django.utils.formats import date_format
 from django_q.models import Schedule
 
-from memories.models import AuditAction, AuditEvent, Memory, MemoryAccess, Provenance, Scope, Source, Tombstone
+from memories.models import (
+    AuditAction,
+    AuditEvent,
+    Memory,
+    MemoryAccess,
+    Provenance,
+    RecallDay,
+    Scope,
+    Source,
+    Tombstone,
+)
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
@@ -86,14 +97,36 @@ def test_the_admin_home_is_the_status_page(admin_client, household):
     assert (
         html.count('class="status-chart"') == 3 and "<script" not in html.split('id="status"')[1].split("app-list")[0]
     )
-    # the charts' figures: one memory (from conversation), one memory last recalled two days ago, one extraction done
+    # the charts' figures: one memory (from conversation), no recall counted (a memory's last access is not
+    # a recall of that day), one extraction done
     memories, recalls, extractions = status["charts"]
     assert {name: total for _c, name, total in memories.legend}["from conversation"] == 1
-    assert recalls.legend[0][2] == 1
+    assert recalls.legend[0][2] == 0
     totals = {name: total for _c, name, total in extractions.legend}
     assert totals["Done"] == 1 and totals["Failed"] == 1
     health = admin_client.get("/admin/status.json")
     assert health.json()["components"]["llm"]["base_url"] == status["components"]["llm"]["base_url"]
+
+
+def test_the_recalls_chart_draws_the_recalls_counted_on_each_of_the_last_30_days(admin_client, household):
+    today = timezone.localdate()
+    RecallDay.objects.bulk_create(
+        [
+            RecallDay(day=today, count=5),
+            RecallDay(day=today - timedelta(days=2), count=3),
+            RecallDay(day=today - timedelta(days=40), count=7),  # before the chart's 30 days
+        ]
+    )
+    page = admin_client.get("/admin/")
+    recalls = page.context["status"]["charts"][1]
+    assert recalls.title == "Recalls per day" and recalls.legend[0][1:] == ("recalls", 8)
+    svg = str(recalls.svg)
+    assert svg.count("<rect") == 2 and "recalls 5</title>" in svg and "recalls 3</title>" in svg
+    assert f"{date_format(today - timedelta(days=2), 'SHORT_DATE_FORMAT')}: recalls 3" in svg
+    html = page.content.decode()
+    assert "Recalls per day" in html and svg in html and "last recall" not in html
+    german = admin_client.get("/admin/", HTTP_ACCEPT_LANGUAGE="de-DE,de;q=0.9").content.decode()
+    assert "Abrufe pro Tag" in german
 
 
 def test_the_status_page_and_its_report_need_a_login(client):

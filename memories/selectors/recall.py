@@ -283,8 +283,10 @@ def memory_recall(
     when the cloud rule withholds memories the answer holds none, the withheld prompt and the reason.
     ``language`` is the conversation's (the answer's language; None: the speaker's, else the
     household's). Working memory is the caller's to attach (it lives with the conversation).
-    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped (by the
-    statement that loads them) unless ``record_access`` is False (the admin's preview).
+    Side effect: ``access_count``/``last_accessed_at`` of the returned memories are bumped and the
+    day's recall count (RecallDay) grows by one, found or not, by the statement that loads them, unless
+    ``record_access`` is False. A withheld recall reads nothing and counts nothing. (The admin's
+    preview calls it in a transaction it rolls back, so it counts nothing either.)
     """
     query = (query or "").strip()
     if not query:
@@ -322,7 +324,7 @@ def memory_recall(
         for rank, (pk, similarity) in enumerate(about, start=1):
             found_by[pk] = {"about_speaker": Found(rank=rank, score=round(similarity, 4))}
             ids.append(pk)
-    memories = _load(ids=ids, embedding=embedding, record_access=record_access, found_by=found_by) if ids else []
+    memories = _load(ids=ids, embedding=embedding, record_access=record_access, found_by=found_by)
     return RecallResult(memories=memories, prompt=prompt_block(memories=memories, language=language))
 
 
@@ -335,12 +337,14 @@ LOAD_SQL = f"SELECT {LOAD_COLUMNS} FROM memories_memory WHERE id = ANY(%s)"
 def _load(*, ids: list[int], embedding, record_access: bool, found_by: dict) -> list[RecalledMemory]:
     """The recalled memories in ``ids`` order, each with its similarity to the query.
 
-    With ``record_access`` their access_count and last_accessed_at are bumped by the same statement
-    (the access service's one call).
+    With ``record_access`` their access_count and last_accessed_at are bumped and the recall is counted
+    by the same statement (the access service's one call, also when ``ids`` is empty).
     """
     params = [vector_literal(embedding), ids]
     if record_access:
         rows = memories_read(ids=ids, read_sql=LOAD_SQL, read_params=params)
+    elif not ids:
+        rows = []
     else:
         with connection.cursor() as cursor:
             cursor.execute(LOAD_SQL, params)

@@ -5,7 +5,8 @@ Under a PostgreSQL advisory lock, the near-duplicate candidates are searched fir
 
 1. **prune**: active ``inferred`` memories never recalled (access count 0) and learned more than
    90 days ago are deleted (no tombstone: a guess nobody used is not a forget). A guess that
-   already replaced older facts is kept, or they would be left with no active successor.
+   already replaced older facts is kept, or they would be left with no active successor. Access
+   rows without their memory and recall counts of days over RECALL_DAYS_KEPT (400) ago go too.
 2. **merge**: active memories of the same scope, owner and room within the embedder's ``duplicate``
    threshold, and with the same numbers and dates, collapse into one (connected groups in one run).
    The higher provenance stays, else the newer (``created_at``, then id). Counts add up, importance
@@ -40,11 +41,13 @@ from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
+    RECALL_DAYS_KEPT,
     AuditAction,
     AuditEvent,
     ConsolidationRun,
     Memory,
     Provenance,
+    RecallDay,
     RunStatus,
 )
 from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns, duplicate_scope_of
@@ -254,6 +257,8 @@ def _prune(*, now: datetime, report: Progress) -> list[Change]:
     # Access rows whose memory is gone (a bump that raced with a forget): ids and counts only.
     with connection.cursor() as cursor:
         cursor.execute(ORPHAN_ACCESS_SQL)
+    # Recall counts of days long past (dates and counts only).
+    RecallDay.objects.filter(day__lt=timezone.localdate(now) - timedelta(days=RECALL_DAYS_KEPT)).delete()
     report(Rule.PRUNE, len(ids), len(ids))
     return [Change(Rule.PRUNE, pk) for pk in ids]
 
