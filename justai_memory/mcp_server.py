@@ -15,8 +15,6 @@ leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool c
 service as the JSON API.
 """
 
-import json
-import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -36,14 +34,13 @@ from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
 from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
 from justai_memory.api.tools import TOOLS
+from justai_memory.edge import send_json
 from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope
 from memories.selectors.recall import RecalledMemory, memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from people.models import Person, Room
-
-logger = logging.getLogger(__name__)
 
 ROOM_HEADER = "X-Room-Id"
 SPEAKER_HEADER = "X-Speaker-Id"
@@ -239,57 +236,39 @@ def forget(
 
 
 # The SDK's transport with its session manager (stateless, JSON answers). The SDK's own Host/Origin
-# check is off: the host is checked against Django's ALLOWED_HOSTS below, one rule for the whole site.
+# check is off: the host is checked against Django's ALLOWED_HOSTS by HostAndToken, one rule for the whole site.
 server.streamable_http_app(
     stateless_http=True,
     json_response=True,
     transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
 )
-_transport = StreamableHTTPASGIApp(server.session_manager)
+HOST_NOT_ALLOWED = "Host not allowed (DJANGO_ALLOWED_HOSTS)."
 
 
-async def _refuse(send, status: int, message: str, field: str | None = None) -> None:
-    body = json.dumps({"error": message, "field": field}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+class HostAndToken:
+    """ASGI middleware in front of the MCP transport: a Host outside ALLOWED_HOSTS is a JSON 400, then the
+    JSON API's bearer tokens (403 when none is configured, 401 with ``WWW-Authenticate: Bearer`` otherwise)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # no websockets at /mcp: the server refuses the connection
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        domain, _port = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await send_json(send, 400, {"error": HOST_NOT_ALLOWED, "field": None})
+        elif not settings.INTERNAL_API_TOKENS:
+            await send_json(send, 403, {"error": API_CLOSED, "field": None})
+        elif not authorization_valid(headers.get("authorization", "")):
+            await send_json(
+                send, 401, {"error": UNAUTHORIZED, "field": "Authorization"}, [(b"www-authenticate", b"Bearer")]
+            )
+        else:
+            await self.app(scope, receive, send)
 
 
-async def application(scope, receive, send) -> None:
-    """ASGI app for /mcp: Host and bearer token checked, then the SDK's transport; lifespan runs its session manager."""
-    if scope["type"] == "lifespan":
-        await _lifespan(receive, send)
-        return
-    if scope["type"] != "http":
-        return
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    domain, _port = split_domain_port(headers.get("host", ""))
-    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-        await _refuse(send, 400, "Host not allowed (DJANGO_ALLOWED_HOSTS).")
-        return
-    if not settings.INTERNAL_API_TOKENS:
-        await _refuse(send, 403, API_CLOSED)
-        return
-    if not authorization_valid(headers.get("authorization", "")):
-        await _refuse(send, 401, UNAUTHORIZED, "Authorization")
-        return
-    await _transport(scope, receive, send)
-
-
-async def _lifespan(receive, send) -> None:
-    """Run the SDK's session manager (its task group) from startup to shutdown."""
-    await receive()  # lifespan.startup
-    started = False
-    try:
-        async with server.session_manager.run():
-            await send({"type": "lifespan.startup.complete"})
-            started = True
-            await receive()  # lifespan.shutdown
-    except Exception as exc:
-        logger.exception("MCP session manager failed")
-        phase = "shutdown" if started else "startup"
-        await send({"type": f"lifespan.{phase}.failed", "message": str(exc)})
-        return
-    await send({"type": "lifespan.shutdown.complete"})
+# The ASGI app for /mcp (justai_memory/asgi.py mounts it); its session manager runs in asgi.py's lifespan.
+application = HostAndToken(StreamableHTTPASGIApp(server.session_manager))
+session_manager = server.session_manager
