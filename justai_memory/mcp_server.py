@@ -12,11 +12,12 @@ Who asks, and where, comes from the client's configuration, never from the model
 (``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
 leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool calls the same
-service as the JSON API.
+service as the JSON API, takes the API operation's fields (their types, limits and descriptions) and
+answers the API's answer schema, built by the same function (justai_memory/api/memories.py).
 """
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -25,21 +26,34 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, Field
+from ninja import Schema
+from pydantic import Field, create_model
 
 from justai_core.errors import ApplicationError
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory.api.auth import API_CLOSED, authorization_valid
-from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
-from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
+from justai_memory.api.memories import (
+    FindToForgetIn,
+    FindToForgetOut,
+    ForgetIn,
+    ForgetOut,
+    RecallIn,
+    RecallOut,
+    RememberIn,
+    RememberOut,
+    forget_candidates,
+    forgotten,
+    recalled,
+    remembered,
+)
 from justai_memory.api.tools import TOOLS
 from justai_memory.edge import send_json
-from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
+from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
-from memories.selectors.recall import RecalledMemory, memory_recall
+from memories.selectors.recall import memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
-from memories.services.remember import REMEMBER_SCOPES, memory_remember
+from memories.services.remember import memory_remember
 from people.models import Person, Room
 
 ROOM_HEADER = "X-Room-Id"
@@ -61,38 +75,13 @@ INSTRUCTIONS = (
 server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
 
 
-class Recalled(BaseModel):
-    memories: list[RecalledMemory]  # recall's own dataclass, as the JSON API answers it
-    prompt: str = Field(description="The memories as a prompt block, each line with its label and date.")
-    withheld: bool = Field(description="True when memories were withheld from a cloud model.")
-    withheld_reason: str | None = None
-
-
-class Remembered(BaseModel):
-    id: int
-    outcome: str = Field(description="created, merged into an existing memory, ...")
-    lifted_blocks: int = Field(description="Forget blocks this lifted (the speaker asked to remember it again).")
-
-
-class Candidate(BaseModel):
-    id: int
-    content: str
-    label: str
-    scope: str
-
-
-class ForgetCandidates(BaseModel):
-    token: str | None = Field(
-        description="Confirmation token for forget (10 minutes, single use); null: nothing found."
-    )
-    expires_at: str | None
-    candidates: list[Candidate]
-    withheld_reason: str | None = Field(None, description="Why nothing was searched (a cloud model), when so.")
-
-
-class Forgotten(BaseModel):
-    forgotten: int
-    memory_ids: list[int]
+# The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,
+# which needs a conversation (the MCP client keeps its own).
+Recalled = create_model(
+    "Recalled",
+    __base__=Schema,
+    **{name: (field.annotation, field) for name, field in RecallOut.model_fields.items() if name != "working_memory"},
+)
 
 
 class Caller:
@@ -137,9 +126,10 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
         close_old_connections()
 
 
-def _about(schema, field: str) -> str:
-    """The description the JSON API declares for this field (one wording for both)."""
-    return schema.model_fields[field].description or ""
+def _param(schema, field: str) -> Any:
+    """The type of the JSON API's ``schema.field`` for a tool parameter: its constraints and description."""
+    info = schema.model_fields[field]
+    return Annotated[info.annotation, *info.metadata, Field(description=info.description)]
 
 
 def _tool(name: str) -> str:
@@ -154,11 +144,9 @@ def _tool(name: str) -> str:
     "answering anything that may depend on what the household told you earlier.",
 )
 def recall(
-    query: Annotated[Text, Field(description=_about(RecallIn, "query"))],
-    ctx: Context,
-    limit: Annotated[int, Field(ge=1, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
+    query: _param(RecallIn, "query"), ctx: Context, limit: _param(RecallIn, "limit") = RECALL_LIMIT_DEFAULT
 ) -> Recalled:
-    def run(caller: Caller) -> Recalled:
+    def run(caller: Caller) -> dict:
         result = memory_recall(
             query=query,
             speaker=caller.speaker,
@@ -166,27 +154,20 @@ def recall(
             limit=limit,
             model_location=caller.model_location,
         )
-        return Recalled(
-            memories=result.memories,
-            prompt=result.prompt,
-            withheld=result.withheld,
-            withheld_reason=result.withheld_reason or None,
-        )
+        return recalled(result)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_remember", description=_tool("memory_remember"))
 def remember(
-    content: Annotated[Text, Field(description=_about(RememberIn, "content"))],
+    content: _param(RememberIn, "content"),
     ctx: Context,
-    scope: Annotated[
-        Literal[tuple(REMEMBER_SCOPES)], Field(description=_about(RememberIn, "scope"))
-    ] = Scope.SHARED.value,
-    kind: Annotated[Literal[tuple(Kind.values)], Field(description=_about(RememberIn, "kind"))] = Kind.FACT.value,
-    language: Annotated[LanguageCode | None, Field(description=_about(RememberIn, "language"))] = None,
-) -> Remembered:
-    def run(caller: Caller) -> Remembered:
+    scope: _param(RememberIn, "scope") = Scope.SHARED.value,
+    kind: _param(RememberIn, "kind") = Kind.FACT.value,
+    language: _param(RememberIn, "language") = None,
+) -> RememberOut:
+    def run(caller: Caller) -> dict:
         result = memory_remember(
             content=content,
             speaker=caller.speaker,
@@ -196,41 +177,32 @@ def remember(
             kind=kind,
             source_ref="mcp",
         )
-        return Remembered(id=result.memory.pk, outcome=result.outcome, lifted_blocks=len(result.lifted_tombstones))
+        return remembered(result)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
-def find_to_forget(
-    query: Annotated[Text, Field(description=_about(FindToForgetIn, "query"))], ctx: Context
-) -> ForgetCandidates:
-    def run(caller: Caller) -> ForgetCandidates:
+def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> FindToForgetOut:
+    def run(caller: Caller) -> dict:
         found = forget_request_create(
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
-        return ForgetCandidates(
-            token=found.token,
-            expires_at=found.expires_at.isoformat() if found.expires_at else None,
-            candidates=[Candidate(id=m.pk, content=m.content, label=m.label, scope=m.scope) for m in found.candidates],
-            withheld_reason=found.withheld_reason or None,
-        )
+        return forget_candidates(found)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_forget", description=_tool("memory_forget"))
 def forget(
-    token: Annotated[str, Field(max_length=MAX_TOKEN_CHARS, description=_about(ForgetIn, "token"))],
-    confirm: Annotated[bool, Field(description=_about(ForgetIn, "confirm"))],
+    token: _param(ForgetIn, "token"),
+    confirm: _param(ForgetIn, "confirm"),  # no default here: the model says it, every time
     ctx: Context,
-    memory_ids: Annotated[
-        list[Id] | None, Field(max_length=MAX_MEMORY_IDS, description=_about(ForgetIn, "memory_ids"))
-    ] = None,
-) -> Forgotten:
-    def run(caller: Caller) -> Forgotten:
+    memory_ids: _param(ForgetIn, "memory_ids") = None,
+) -> ForgetOut:
+    def run(caller: Caller) -> dict:
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
-        return Forgotten(forgotten=len(tombstones), memory_ids=[t.memory_id for t in tombstones])
+        return forgotten(tombstones)
 
     return _served(run, ctx)
 
