@@ -12,13 +12,12 @@ Who asks, and where, comes from the client's configuration, never from the model
 (``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
 leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool calls the same
-service as the JSON API.
+service as the JSON API, takes the API operation's fields (their types, limits and descriptions) and
+answers the API's answer schema, built by the same function (justai_memory/api/memories.py).
 """
 
-import json
-import logging
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -27,23 +26,35 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, Field
+from ninja import Schema
+from pydantic import Field, create_model
 
 from justai_core.errors import ApplicationError
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory.api.auth import API_CLOSED, authorization_valid
-from justai_memory.api.common import Id, LanguageCode, Text
 from justai_memory.api.errors import UNAUTHORIZED
-from justai_memory.api.memories import FindToForgetIn, ForgetIn, RecallIn, RememberIn
+from justai_memory.api.memories import (
+    FindToForgetIn,
+    FindToForgetOut,
+    ForgetIn,
+    ForgetOut,
+    RecallIn,
+    RecallOut,
+    RememberIn,
+    RememberOut,
+    forget_candidates,
+    forgotten,
+    recalled,
+    remembered,
+)
 from justai_memory.api.tools import TOOLS
-from memories.limits import MAX_ID, MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
+from justai_memory.edge import send_json
+from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
-from memories.selectors.recall import RecalledMemory, memory_recall
+from memories.selectors.recall import memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
-from memories.services.remember import REMEMBER_SCOPES, memory_remember
+from memories.services.remember import memory_remember
 from people.models import Person, Room
-
-logger = logging.getLogger(__name__)
 
 ROOM_HEADER = "X-Room-Id"
 SPEAKER_HEADER = "X-Speaker-Id"
@@ -64,38 +75,13 @@ INSTRUCTIONS = (
 server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
 
 
-class Recalled(BaseModel):
-    memories: list[RecalledMemory]  # recall's own dataclass, as the JSON API answers it
-    prompt: str = Field(description="The memories as a prompt block, each line with its label and date.")
-    withheld: bool = Field(description="True when memories were withheld from a cloud model.")
-    withheld_reason: str | None = None
-
-
-class Remembered(BaseModel):
-    id: int
-    outcome: str = Field(description="created, merged into an existing memory, ...")
-    lifted_blocks: int = Field(description="Forget blocks this lifted (the speaker asked to remember it again).")
-
-
-class Candidate(BaseModel):
-    id: int
-    content: str
-    label: str
-    scope: str
-
-
-class ForgetCandidates(BaseModel):
-    token: str | None = Field(
-        description="Confirmation token for forget (10 minutes, single use); null: nothing found."
-    )
-    expires_at: str | None
-    candidates: list[Candidate]
-    withheld_reason: str | None = Field(None, description="Why nothing was searched (a cloud model), when so.")
-
-
-class Forgotten(BaseModel):
-    forgotten: int
-    memory_ids: list[int]
+# The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,
+# which needs a conversation (the MCP client keeps its own).
+Recalled = create_model(
+    "Recalled",
+    __base__=Schema,
+    **{name: (field.annotation, field) for name, field in RecallOut.model_fields.items() if name != "working_memory"},
+)
 
 
 class Caller:
@@ -140,9 +126,10 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
         close_old_connections()
 
 
-def _about(schema, field: str) -> str:
-    """The description the JSON API declares for this field (one wording for both)."""
-    return schema.model_fields[field].description or ""
+def _param(schema, field: str) -> Any:
+    """The type of the JSON API's ``schema.field`` for a tool parameter: its constraints and description."""
+    info = schema.model_fields[field]
+    return Annotated[info.annotation, *info.metadata, Field(description=info.description)]
 
 
 def _tool(name: str) -> str:
@@ -157,11 +144,9 @@ def _tool(name: str) -> str:
     "answering anything that may depend on what the household told you earlier.",
 )
 def recall(
-    query: Annotated[Text, Field(description=_about(RecallIn, "query"))],
-    ctx: Context,
-    limit: Annotated[int, Field(ge=1, le=RECALL_LIMIT_MAX)] = RECALL_LIMIT_DEFAULT,
+    query: _param(RecallIn, "query"), ctx: Context, limit: _param(RecallIn, "limit") = RECALL_LIMIT_DEFAULT
 ) -> Recalled:
-    def run(caller: Caller) -> Recalled:
+    def run(caller: Caller) -> dict:
         result = memory_recall(
             query=query,
             speaker=caller.speaker,
@@ -169,27 +154,20 @@ def recall(
             limit=limit,
             model_location=caller.model_location,
         )
-        return Recalled(
-            memories=result.memories,
-            prompt=result.prompt,
-            withheld=result.withheld,
-            withheld_reason=result.withheld_reason or None,
-        )
+        return recalled(result)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_remember", description=_tool("memory_remember"))
 def remember(
-    content: Annotated[Text, Field(description=_about(RememberIn, "content"))],
+    content: _param(RememberIn, "content"),
     ctx: Context,
-    scope: Annotated[
-        Literal[tuple(REMEMBER_SCOPES)], Field(description=_about(RememberIn, "scope"))
-    ] = Scope.SHARED.value,
-    kind: Annotated[Literal[tuple(Kind.values)], Field(description=_about(RememberIn, "kind"))] = Kind.FACT.value,
-    language: Annotated[LanguageCode | None, Field(description=_about(RememberIn, "language"))] = None,
-) -> Remembered:
-    def run(caller: Caller) -> Remembered:
+    scope: _param(RememberIn, "scope") = Scope.SHARED.value,
+    kind: _param(RememberIn, "kind") = Kind.FACT.value,
+    language: _param(RememberIn, "language") = None,
+) -> RememberOut:
+    def run(caller: Caller) -> dict:
         result = memory_remember(
             content=content,
             speaker=caller.speaker,
@@ -199,97 +177,70 @@ def remember(
             kind=kind,
             source_ref="mcp",
         )
-        return Remembered(id=result.memory.pk, outcome=result.outcome, lifted_blocks=len(result.lifted_tombstones))
+        return remembered(result)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
-def find_to_forget(
-    query: Annotated[Text, Field(description=_about(FindToForgetIn, "query"))], ctx: Context
-) -> ForgetCandidates:
-    def run(caller: Caller) -> ForgetCandidates:
+def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> FindToForgetOut:
+    def run(caller: Caller) -> dict:
         found = forget_request_create(
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
-        return ForgetCandidates(
-            token=found.token,
-            expires_at=found.expires_at.isoformat() if found.expires_at else None,
-            candidates=[Candidate(id=m.pk, content=m.content, label=m.label, scope=m.scope) for m in found.candidates],
-            withheld_reason=found.withheld_reason or None,
-        )
+        return forget_candidates(found)
 
     return _served(run, ctx)
 
 
 @server.tool(name="memory_forget", description=_tool("memory_forget"))
 def forget(
-    token: Annotated[str, Field(max_length=MAX_TOKEN_CHARS, description=_about(ForgetIn, "token"))],
-    confirm: Annotated[bool, Field(description=_about(ForgetIn, "confirm"))],
+    token: _param(ForgetIn, "token"),
+    confirm: _param(ForgetIn, "confirm"),  # no default here: the model says it, every time
     ctx: Context,
-    memory_ids: Annotated[
-        list[Id] | None, Field(max_length=MAX_MEMORY_IDS, description=_about(ForgetIn, "memory_ids"))
-    ] = None,
-) -> Forgotten:
-    def run(caller: Caller) -> Forgotten:
+    memory_ids: _param(ForgetIn, "memory_ids") = None,
+) -> ForgetOut:
+    def run(caller: Caller) -> dict:
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
-        return Forgotten(forgotten=len(tombstones), memory_ids=[t.memory_id for t in tombstones])
+        return forgotten(tombstones)
 
     return _served(run, ctx)
 
 
 # The SDK's transport with its session manager (stateless, JSON answers). The SDK's own Host/Origin
-# check is off: the host is checked against Django's ALLOWED_HOSTS below, one rule for the whole site.
+# check is off: the host is checked against Django's ALLOWED_HOSTS by HostAndToken, one rule for the whole site.
 server.streamable_http_app(
     stateless_http=True,
     json_response=True,
     transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
 )
-_transport = StreamableHTTPASGIApp(server.session_manager)
+HOST_NOT_ALLOWED = "Host not allowed (DJANGO_ALLOWED_HOSTS)."
 
 
-async def _refuse(send, status: int, message: str, field: str | None = None) -> None:
-    body = json.dumps({"error": message, "field": field}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+class HostAndToken:
+    """ASGI middleware in front of the MCP transport: a Host outside ALLOWED_HOSTS is a JSON 400, then the
+    JSON API's bearer tokens (403 when none is configured, 401 with ``WWW-Authenticate: Bearer`` otherwise)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # no websockets at /mcp: the server refuses the connection
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        domain, _port = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await send_json(send, 400, {"error": HOST_NOT_ALLOWED, "field": None})
+        elif not settings.INTERNAL_API_TOKENS:
+            await send_json(send, 403, {"error": API_CLOSED, "field": None})
+        elif not authorization_valid(headers.get("authorization", "")):
+            await send_json(
+                send, 401, {"error": UNAUTHORIZED, "field": "Authorization"}, [(b"www-authenticate", b"Bearer")]
+            )
+        else:
+            await self.app(scope, receive, send)
 
 
-async def application(scope, receive, send) -> None:
-    """ASGI app for /mcp: Host and bearer token checked, then the SDK's transport; lifespan runs its session manager."""
-    if scope["type"] == "lifespan":
-        await _lifespan(receive, send)
-        return
-    if scope["type"] != "http":
-        return
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-    domain, _port = split_domain_port(headers.get("host", ""))
-    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-        await _refuse(send, 400, "Host not allowed (DJANGO_ALLOWED_HOSTS).")
-        return
-    if not settings.INTERNAL_API_TOKENS:
-        await _refuse(send, 403, API_CLOSED)
-        return
-    if not authorization_valid(headers.get("authorization", "")):
-        await _refuse(send, 401, UNAUTHORIZED, "Authorization")
-        return
-    await _transport(scope, receive, send)
-
-
-async def _lifespan(receive, send) -> None:
-    """Run the SDK's session manager (its task group) from startup to shutdown."""
-    await receive()  # lifespan.startup
-    started = False
-    try:
-        async with server.session_manager.run():
-            await send({"type": "lifespan.startup.complete"})
-            started = True
-            await receive()  # lifespan.shutdown
-    except Exception as exc:
-        logger.exception("MCP session manager failed")
-        phase = "shutdown" if started else "startup"
-        await send({"type": f"lifespan.{phase}.failed", "message": str(exc)})
-        return
-    await send({"type": "lifespan.shutdown.complete"})
+# The ASGI app for /mcp (justai_memory/asgi.py mounts it); its session manager runs in asgi.py's lifespan.
+application = HostAndToken(StreamableHTTPASGIApp(server.session_manager))
+session_manager = server.session_manager

@@ -11,11 +11,12 @@ from justai_core.errors import ApplicationError
 from justai_core.locations import MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
-from memories.models import Kind, Scope
+from memories.models import Kind, Scope, Tombstone
 from memories.selectors.privacy import model_location_of
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, memory_recall
-from memories.services.forget import forget_request_confirm, forget_request_create
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, RecallResult, memory_recall
+from memories.services.forget import ForgetFind, forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
+from memories.services.store import StoreResult
 from people.models import Person, Room
 from transcripts.models import Conversation
 from transcripts.selectors import working_memory
@@ -75,6 +76,16 @@ class RecallOut(Schema):
     working_memory: list[TurnOut]
 
 
+def recalled(result: RecallResult) -> dict:
+    """RecallOut's fields from the recall selector's result (here and in the MCP tool), all but working_memory."""
+    return {
+        "memories": result.memories,
+        "prompt": result.prompt,
+        "withheld": result.withheld,
+        "withheld_reason": result.withheld_reason or None,
+    }
+
+
 @router.post("/recall", response={200: RecallOut, **ERRORS}, url_name="internal-recall")
 def recall(request, payload: RecallIn):
     """The memories, prompt block and working memory for the assistant's next answer."""
@@ -90,10 +101,7 @@ def recall(request, payload: RecallIn):
         limit=payload.limit,
     )
     return {
-        "memories": result.memories,
-        "prompt": result.prompt,
-        "withheld": result.withheld,
-        "withheld_reason": result.withheld_reason or None,
+        **recalled(result),
         # The running conversation's own turns: the model has them already, wherever it runs.
         "working_memory": working_memory(conversation=conversation) if conversation is not None else [],
     }
@@ -131,6 +139,11 @@ class RememberOut(Schema):
     lifted_blocks: int
 
 
+def remembered(result: StoreResult) -> dict:
+    """RememberOut from the remember service's result (here and in the MCP tool)."""
+    return {"id": result.memory.pk, "outcome": result.outcome, "lifted_blocks": len(result.lifted_tombstones)}
+
+
 @router.post("/memories/remember", response={201: RememberOut, **ERRORS}, url_name="internal-remember")
 def remember(request, payload: RememberIn):
     """Store what the speaker asked to remember (confirmed); lifts their forget blocks on it."""
@@ -149,9 +162,7 @@ def remember(request, payload: RememberIn):
         about=about,
         source_ref=f"conversation:{conversation.pk}" if conversation is not None else "",
     )
-    return Status(
-        201, {"id": result.memory.pk, "outcome": result.outcome, "lifted_blocks": len(result.lifted_tombstones)}
-    )
+    return Status(201, remembered(result))
 
 
 # --- forget -------------------------------------------------------------------------------------
@@ -180,6 +191,17 @@ class FindToForgetOut(Schema):
     withheld_reason: str | None = Field(description="Why, and what to tell the user: forget with a local model.")
 
 
+def forget_candidates(found: ForgetFind) -> dict:
+    """FindToForgetOut from the forget service's candidates (here and in the MCP tool)."""
+    return {
+        "token": found.token,
+        "expires_at": found.expires_at,
+        "candidates": found.candidates,
+        "withheld": bool(found.withheld_reason),
+        "withheld_reason": found.withheld_reason or None,
+    }
+
+
 @router.post("/memories/find_to_forget", response={200: FindToForgetOut, **ERRORS}, url_name="internal-find-to-forget")
 def find_to_forget(request, payload: FindToForgetIn):
     """`memory.find_to_forget`: candidates the speaker may see, and a 10-minute single-use token to confirm with.
@@ -195,13 +217,7 @@ def find_to_forget(request, payload: FindToForgetIn):
         room=room,
         model_location=location_of(conversation, payload.model_location),
     )
-    return {
-        "token": found.token,
-        "expires_at": found.expires_at,
-        "candidates": found.candidates,
-        "withheld": bool(found.withheld_reason),
-        "withheld_reason": found.withheld_reason or None,
-    }
+    return forget_candidates(found)
 
 
 def _id_list(value: Any) -> Any:
@@ -239,6 +255,11 @@ class ForgetOut(Schema):
     memory_ids: list[int]
 
 
+def forgotten(tombstones: list[Tombstone]) -> dict:
+    """ForgetOut from the tombstones forget_request_confirm wrote (here and in the MCP tool)."""
+    return {"forgotten": len(tombstones), "memory_ids": [t.memory_id for t in tombstones]}
+
+
 @router.post("/memories/forget", response={200: ForgetOut, **ERRORS}, url_name="internal-forget")
 def forget(request, payload: ForgetIn):
     """`memory.forget`: with the token and ``confirm: true``, forget the candidates the user confirmed (``memory_ids``).
@@ -249,4 +270,4 @@ def forget(request, payload: ForgetIn):
     tombstones = forget_request_confirm(
         token=payload.token, speaker=speaker, confirm=payload.confirm, memory_ids=payload.memory_ids
     )
-    return {"forgotten": len(tombstones), "memory_ids": [t.memory_id for t in tombstones]}
+    return forgotten(tombstones)

@@ -1,0 +1,77 @@
+"""The MCP tools take and answer what the JSON API does: their JSON schemas are the API's, field by field."""
+
+import asyncio
+
+import pytest
+
+from justai_memory import mcp_server
+from justai_memory.api.main import api
+
+# Per tool: the API operation, and the API's input fields the tool does not take (who asks and where come
+# from the MCP client's headers; the MCP client keeps its own conversation) or answer fields it leaves out.
+TOOLS = {
+    "memory_recall": ("/internal/v1/recall", {"room_id", "speaker_id", "conversation_id", "model_location"}),
+    "memory_remember": ("/internal/v1/memories/remember", {"room_id", "speaker_id", "conversation_id", "about_id"}),
+    "memory_find_to_forget": (
+        "/internal/v1/memories/find_to_forget",
+        {"room_id", "speaker_id", "conversation_id", "model_location"},
+    ),
+    "memory_forget": ("/internal/v1/memories/forget", {"speaker_id"}),
+}
+NOT_ANSWERED = {"memory_recall": {"working_memory"}}  # the turns of a conversation the MCP client keeps itself
+
+
+def resolved(schema, defs: dict):
+    """``schema`` with every ``$ref`` replaced by what it names, without titles (names differ, not fields) and
+    without date-time formats (the OpenAPI document shows an answer's datetime as it is sent, a plain string;
+    the SDK publishes the format too)."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return resolved(defs[schema["$ref"].rsplit("/", 1)[1]], defs)
+        if schema.get("format") == "date-time":
+            schema = {key: value for key, value in schema.items() if key != "format"}
+        return {key: resolved(value, defs) for key, value in schema.items() if key not in ("title", "$defs")}
+    if isinstance(schema, list):
+        return [resolved(item, defs) for item in schema]
+    return schema
+
+
+@pytest.fixture(scope="module")
+def schemas():
+    document = api.get_openapi_schema()
+    defs = document["components"]["schemas"]
+    operations = {
+        path: resolved(methods["post"], defs) for path, methods in document["paths"].items() if "post" in methods
+    }
+    tools = {tool.name: tool for tool in asyncio.run(mcp_server.server.list_tools())}
+    return operations, tools
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_tools_parameters_are_the_api_fields_less_those_from_headers(schemas, name):
+    operations, tools = schemas
+    path, from_headers = TOOLS[name]
+    expected = operations[path]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    tool = resolved(tools[name].input_schema, tools[name].input_schema.get("$defs", {}))
+    assert set(tool["properties"]) == set(expected) - from_headers
+    for field, schema in tool["properties"].items():
+        api_field = {"default": None, **expected[field]}  # the OpenAPI document leaves null defaults out
+        if "default" not in schema:  # required of the model (forget's confirm) where the API has a default
+            assert field in tool["required"]
+            api_field.pop("default", None)
+        assert schema == api_field, field
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_tools_result_is_the_api_answer(schemas, name):
+    operations, tools = schemas
+    path, _ = TOOLS[name]
+    responses = operations[path]["responses"]
+    answer = (responses.get(200) or responses[201])["content"]["application/json"]["schema"]
+    left_out = NOT_ANSWERED.get(name, set())
+    expected = {
+        **answer,
+        "properties": {k: v for k, v in answer["properties"].items() if k not in left_out},
+        "required": [k for k in answer["required"] if k not in left_out],
+    }
+    assert resolved(tools[name].output_schema, tools[name].output_schema.get("$defs", {})) == expected
