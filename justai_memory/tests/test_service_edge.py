@@ -87,13 +87,13 @@ def answer_status(sock: socket.socket) -> int:
 def test_over_the_limit_a_json_503_with_retry_after_and_the_held_requests_still_finish(service):
     held = [held_request(service) for _ in range(LIMIT)]
     try:
-        deadline = time.monotonic() + 10
-        while True:  # until both held requests are inside the worker
+        deadline = time.monotonic() + 30
+        while True:  # until both held requests are inside the worker (a loaded machine accepts them late)
             response = service.api("POST", "/internal/v1/recall", json.loads(recall_body(service)))
             if response.status_code == 503 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        assert response.status_code == 503, response.text[:300]
+        assert response.status_code == 503, (response.text[:300], service.log.read_text()[-3000:])
         assert response.headers["content-type"] == "application/json"
         assert response.headers["retry-after"] == "1"
         assert response.json()["field"] is None and "busy" in response.json()["error"]
