@@ -85,7 +85,8 @@ def turns_redact_forgotten(*, tombstones: list[Tombstone]) -> list[int]:
                 units.append((pk, text, start, end, spans))
     if not units:
         return []
-    embedder = active_embedder()
+    # In the space the new blocks are made in (Embedder.block_embedder): the sentences are not embedded twice.
+    embedder = active_embedder().blocks()
     sentences = [text[start:end] for _, text, start, end, _ in units]
     hits = tombstone_hits_many(
         contents=sentences,
