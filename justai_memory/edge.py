@@ -20,7 +20,9 @@ from django.views import defaults
 
 from justai_memory.api.errors import RETRY_AFTER_DATABASE, UNAVAILABLE, error_response
 
-API_PATH = "/internal/"  # the JSON API's paths (justai_memory/urls.py); everything else is the admin's HTML
+# Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
+# calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
+API_PATHS = ("/internal/", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
 HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANGO_ALLOWED_HOSTS)."
 BAD_REQUEST = "Bad request."
 INTERNAL = "Internal error; the log has the details."
@@ -34,7 +36,7 @@ DATABASE_PAGE = (
 
 
 def _is_api(request: HttpRequest) -> bool:
-    return request.path.startswith(API_PATH)
+    return request.path.startswith(API_PATHS)
 
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:

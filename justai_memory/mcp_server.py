@@ -11,7 +11,9 @@ at once, nothing streams.
 Who asks, and where, comes from the client's configuration, never from the model: the room
 (``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
-leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool calls the same
+leaving it out). Auth (justai_memory/mcp_auth.py): the JSON API's bearer tokens with those headers, or an
+OAuth token whose connection fixes room, speaker and model location (an admin chose them when approving
+the client; headers cannot change them) and whether it may only recall. Each tool calls the same
 service as the JSON API, takes the API operation's fields (their types, limits and descriptions) and
 answers the API's answer schema, built by the same function (justai_memory/api/memories.py).
 """
@@ -19,9 +21,7 @@ answers the API's answer schema, built by the same function (justai_memory/api/m
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from django.conf import settings
 from django.db import close_old_connections
-from django.http.request import split_domain_port, validate_host
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -29,10 +29,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from ninja import Schema
 from pydantic import Field, create_model
 
+from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
-from justai_memory.api.auth import API_CLOSED, authorization_valid
-from justai_memory.api.errors import UNAUTHORIZED
 from justai_memory.api.memories import (
     FindToForgetIn,
     FindToForgetOut,
@@ -48,7 +47,7 @@ from justai_memory.api.memories import (
     remembered,
 )
 from justai_memory.api.tools import TOOLS
-from justai_memory.edge import send_json
+from justai_memory.mcp_auth import CALLER_KEY, McpAuth
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
 from memories.selectors.recall import memory_recall
@@ -84,10 +83,21 @@ Recalled = create_model(
 )
 
 
-class Caller:
-    """The room, speaker and model location of one MCP request, from its headers."""
+SCOPE_MISSING = "This connection may only recall: an admin can allow remembering and forgetting (Connections)."
 
-    def __init__(self, ctx: Context):
+
+class Caller:
+    """The room, speaker and model location of one MCP request: an OAuth connection's, or from the headers."""
+
+    def __init__(self, ctx: Context, needs: str = READ):
+        request = ctx.request_context.request
+        grant = request.scope.get(CALLER_KEY) if request is not None else None
+        if grant is None or needs not in grant.scopes:
+            raise ToolError(SCOPE_MISSING)
+        if grant.connection is not None:
+            self.room, self.speaker = grant.connection.room, grant.connection.speaker
+            self.model_location = grant.connection.model_location
+            return
         headers = ctx.headers or {}
         self.room = self._object(headers, ROOM_HEADER, Room, required=True)
         self.speaker = self._object(headers, SPEAKER_HEADER, Person, required=False)
@@ -111,7 +121,7 @@ class Caller:
         return found
 
 
-def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
+def _served(fn: Callable[[Caller], Any], ctx: Context, needs: str = READ) -> Any:
     """Run one tool call in its worker thread: the caller from the headers, service errors as tool errors.
 
     The thread's database connection is handed back afterwards (as Django does at the end of a
@@ -119,7 +129,7 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
     """
     close_old_connections()
     try:
-        return fn(Caller(ctx))
+        return fn(Caller(ctx, needs))
     except ApplicationError as exc:
         raise ToolError(f"{exc.message} (field: {exc.field})" if exc.field else exc.message) from None
     finally:
@@ -179,7 +189,7 @@ def remember(
         )
         return remembered(result)
 
-    return _served(run, ctx)
+    return _served(run, ctx, needs=WRITE)
 
 
 @server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
@@ -204,43 +214,16 @@ def forget(
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
         return forgotten(tombstones)
 
-    return _served(run, ctx)
+    return _served(run, ctx, needs=WRITE)
 
 
 # The SDK's transport with its session manager (stateless, JSON answers). The SDK's own Host/Origin
-# check is off: the host is checked against Django's ALLOWED_HOSTS by HostAndToken, one rule for the whole site.
+# check is off: the host is checked against Django's ALLOWED_HOSTS by McpAuth, one rule for the whole site.
 server.streamable_http_app(
     stateless_http=True,
     json_response=True,
     transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
 )
-HOST_NOT_ALLOWED = "Host not allowed (DJANGO_ALLOWED_HOSTS)."
-
-
-class HostAndToken:
-    """ASGI middleware in front of the MCP transport: a Host outside ALLOWED_HOSTS is a JSON 400, then the
-    JSON API's bearer tokens (403 when none is configured, 401 with ``WWW-Authenticate: Bearer`` otherwise)."""
-
-    def __init__(self, app):
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":  # no websockets at /mcp: the server refuses the connection
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        domain, _port = split_domain_port(headers.get("host", ""))
-        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            await send_json(send, 400, {"error": HOST_NOT_ALLOWED, "field": None})
-        elif not settings.INTERNAL_API_TOKENS:
-            await send_json(send, 403, {"error": API_CLOSED, "field": None})
-        elif not authorization_valid(headers.get("authorization", "")):
-            await send_json(
-                send, 401, {"error": UNAUTHORIZED, "field": "Authorization"}, [(b"www-authenticate", b"Bearer")]
-            )
-        else:
-            await self.app(scope, receive, send)
-
-
 # The ASGI app for /mcp (justai_memory/asgi.py mounts it); its session manager runs in asgi.py's lifespan.
-application = HostAndToken(StreamableHTTPASGIApp(server.session_manager))
+application = McpAuth(StreamableHTTPASGIApp(server.session_manager))
 session_manager = server.session_manager

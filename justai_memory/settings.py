@@ -58,7 +58,9 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 # The HSTS preload list takes public domains only; a household's LAN name (memory.home.arpa) cannot be on it.
-SILENCED_SYSTEM_CHECKS = ["security.W021"]
+# Home Assistant without My Home Assistant redirects to its own http:// address on the LAN: OAuth clients
+# may register http redirect URIs (exact match only), which django-oauth-toolkit's deploy check warns about.
+SILENCED_SYSTEM_CHECKS = ["security.W021", "oauth2_provider.W008"]
 # --- end of deployment security -----------------------------------------------------------------------
 
 INSTALLED_APPS = [
@@ -71,9 +73,11 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_q",
     "ninja",
+    "oauth2_provider",  # the OAuth 2.1 server MCP clients such as Home Assistant sign in with (connections/)
     "people",
     "memories",
     "transcripts",
+    "connections",
     "justai_memory",  # the wiring layer: household admin and commands that span the apps
 ]
 
@@ -220,6 +224,46 @@ FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)
 # Internal API: comma-separated bearer tokens, trimmed. None configured = the API is closed.
 INTERNAL_API_TOKEN_MIN_CHARS = 16
 INTERNAL_API_TOKENS = [t.strip() for t in env.str("INTERNAL_API_TOKENS", default="").split(",") if t.strip()]
+
+# --- OAuth 2.1 for MCP clients (connections/, docs/integration.md "Connect Home Assistant") -------------
+# django-oauth-toolkit with the RFC 9700 hardening on: tokens hashed at rest, S256 PKCE only, no implicit
+# or password grant, exact redirect URIs, the issuer in the authorization response, rotated refresh tokens.
+# django-oauth-toolkit's own models (named so that migrations can refer to them; not swapped).
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
+OAUTH_DYNAMIC_REGISTRATION = env.bool("OAUTH_DYNAMIC_REGISTRATION", default=True)
+OAUTH2_PROVIDER = {
+    "OAUTH2_VALIDATOR_CLASS": "connections.oauth.MemoryValidator",
+    "SCOPES": {"memory:read": "Recall what the household remembers", "memory:write": "Remember and forget"},
+    "DEFAULT_SCOPES": ["memory:read", "memory:write"],
+    "PKCE_REQUIRED": True,  # for public clients; connections.oauth.MemoryValidator lets confidential ones leave it out
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_ACCESS_TOKEN_SECONDS", default=3600),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env.int("OAUTH_REFRESH_TOKEN_DAYS", default=90) * 86400,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["http", "https"],
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["client_secret_post", "client_secret_basic", "none"],
+    "DCR_ENABLED": OAUTH_DYNAMIC_REGISTRATION,
+    # Anyone may register a client; nothing is granted until an admin approves it on the consent page.
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "OAUTH2_PROTECTED_RESOURCE_NAME": "justai-memory",
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+}
 if any(len(token) < INTERNAL_API_TOKEN_MIN_CHARS for token in INTERNAL_API_TOKENS):
     raise ImproperlyConfigured(
         f"INTERNAL_API_TOKENS: every token needs at least {INTERNAL_API_TOKEN_MIN_CHARS} characters "

@@ -1,11 +1,40 @@
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
+from oauth2_provider import views as oauth_views
+
+from connections.oauth import ConsentView, ResourceMetadataView
+
+# The OAuth 2.1 server of the MCP endpoint (connections/oauth.py): django-oauth-toolkit's views under
+# oauth/, the consent page ours; the metadata documents at the root, where RFC 8414 and RFC 9728 put them.
+oauth_patterns = [
+    path("oauth/authorize/", ConsentView.as_view(), name="authorize"),
+    path("oauth/token/", oauth_views.TokenView.as_view(), name="token"),
+    path("oauth/revoke/", oauth_views.RevokeTokenView.as_view(), name="revoke-token"),
+    path("oauth/register/", oauth_views.DynamicClientRegistrationView.as_view(), name="dcr-register"),
+    path(
+        "oauth/register/<str:client_id>/",
+        oauth_views.DynamicClientRegistrationManagementView.as_view(),
+        name="dcr-register-management",
+    ),
+    path(
+        ".well-known/oauth-authorization-server",
+        oauth_views.OAuthServerMetadataView.as_view(),
+        name="oauth-server-metadata",
+    ),
+    path(".well-known/oauth-protected-resource", ResourceMetadataView.as_view(), name="oauth-resource-metadata"),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        ResourceMetadataView.as_view(),
+        name="oauth-resource-metadata-path",
+    ),
+]
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),
     path("admin/", admin.site.urls),
     path("internal/v1/", include(("justai_memory.api.urls", "internal"))),
+    path("", include((oauth_patterns, "oauth2_provider"))),
 ]
 
 # Errors Django answers outside any view (a foreign Host, a middleware's error): JSON on API paths.

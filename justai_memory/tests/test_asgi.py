@@ -9,6 +9,7 @@ import pytest
 from justai_memory import asgi
 
 TOKEN = "asgi-test-token-0123456789"
+METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
 
 
 @pytest.fixture
@@ -61,13 +62,18 @@ def test_one_access_log_line_per_request_without_the_query_string(recorded, capl
     assert "secret" not in lines[0]
 
 
+@pytest.mark.django_db(transaction=True)  # a token that is not an API token is looked up among the OAuth tokens
 def test_the_mcp_gate_answers_host_and_token_in_json(settings):
     settings.INTERNAL_API_TOKENS = [TOKEN]
-    for auth in ({}, {"Authorization": "Bearer wrong"}):
+    for auth, error in (({}, ""), ({"Authorization": "Bearer wrong"}, ', error="invalid_token"')):
         response = get("/mcp", json={}, headers=auth)
         assert response.status_code == 401 and response.json()["field"] == "Authorization"
-        assert response.headers["www-authenticate"] == "Bearer"
+        # RFC 9728: the challenge names the resource metadata, where an OAuth client finds the authorization server.
+        challenge = response.headers["www-authenticate"]
+        assert challenge.startswith(f'Bearer resource_metadata="{METADATA}"{error}'), challenge
     foreign = get("/mcp/", json={}, headers={"Host": "evil.example", "Authorization": f"Bearer {TOKEN}"})
-    assert foreign.status_code == 400 and "Host" in foreign.json()["error"]
+    assert foreign.status_code == 400 and foreign.json()["field"] == "Host"
+    # Without API tokens the MCP server is still open to OAuth clients: a 401 with the metadata, not closed.
     settings.INTERNAL_API_TOKENS = []
-    assert get("/mcp", json={}).status_code == 403
+    closed = get("/mcp", json={})
+    assert closed.status_code == 401 and METADATA in closed.headers["www-authenticate"]

@@ -1,0 +1,96 @@
+"""A connection: an OAuth client (e.g. Home Assistant) that an admin allowed to use the memory over MCP.
+
+The admin approves a client once, on the consent page, and binds that approval to a room, an optional
+speaker and where the client's model runs; the client then only sends its bearer token, and every tool
+call is answered as that room, speaker and model location. The OAuth machinery (clients, codes, hashed
+tokens, refresh) is django-oauth-toolkit's; a connection is tied to it by the refresh-token family its
+authorization code started (``token_family``: rotated refresh tokens keep it).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from oauth2_provider.models import get_refresh_token_model
+from oauth2_provider.settings import oauth2_settings
+
+from justai_core.locations import ModelLocation
+
+READ = "memory:read"
+WRITE = "memory:write"
+SCOPES = {READ: _("Recall what the household remembers"), WRITE: _("Remember and forget")}
+
+
+class Access(models.TextChoices):
+    """What a connection may do: the OAuth scopes an admin grants on the consent page."""
+
+    RECALL = READ, _("Recall only")
+    ALL = f"{READ} {WRITE}", _("Recall, remember and forget")
+
+
+class ConnectionQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True)
+
+
+class Connection(models.Model):
+    """One approval of an OAuth client, bound to a room, an optional speaker and a model location."""
+
+    application = models.ForeignKey(
+        oauth2_settings.APPLICATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="memory_connections",
+        verbose_name=_("client"),
+    )
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+", verbose_name=_("approved by")
+    )
+    # A deleted room or person ends the connection: it must not go on as "no speaker" or another room.
+    room = models.ForeignKey("people.Room", on_delete=models.CASCADE, related_name="+", verbose_name=_("room"))
+    speaker = models.ForeignKey(
+        "people.Person",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("speaker"),
+        help_text=_("Who speaks through this client; empty: an unknown speaker (shared and room memories only)."),
+    )
+    model_location = models.CharField(
+        _("model location"),
+        max_length=8,
+        choices=ModelLocation.choices,
+        help_text=_("Where the client's language model runs; cloud models get no personal memories unless allowed."),
+    )
+    scope = models.CharField(_("access"), max_length=64, choices=Access.choices)
+    # The authorization code while it waits to be exchanged, then the refresh-token family it started.
+    grant = models.OneToOneField(
+        oauth2_settings.GRANT_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
+    )
+    token_family = models.UUIDField(null=True, blank=True, unique=True, editable=False)
+    created_at = models.DateTimeField(_("approved at"), auto_now_add=True)
+    revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True, editable=False)
+
+    objects = ConnectionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("connection")
+        verbose_name_plural = _("connections")
+
+    def __str__(self):
+        return f"{self.application.name} → {self.room.name}"
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset(self.scope.split())
+
+    def revoke(self) -> None:
+        """End the connection: its refresh tokens (and with them their access tokens) are revoked."""
+        self.revoked_at = timezone.now()
+        self.save(update_fields=["revoked_at"])
+        if self.token_family is not None:
+            for refresh_token in get_refresh_token_model().objects.filter(
+                token_family=self.token_family, revoked__isnull=True
+            ):
+                refresh_token.revoke()

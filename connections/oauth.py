@@ -1,0 +1,208 @@
+"""The OAuth 2.1 authorization server for MCP clients, on django-oauth-toolkit.
+
+django-oauth-toolkit does the protocol (authorization code with PKCE, refresh-token rotation, token
+revocation, RFC 8414 server metadata, RFC 9728 resource metadata, RFC 7591 dynamic registration, tokens
+hashed at rest); this module adds what is ours: the consent page that binds an approval to a room, a
+speaker and a model location (a ``Connection``), the link from the tokens back to that connection, and
+the lookup the MCP server makes for each bearer token.
+"""
+
+import hashlib
+from urllib.parse import parse_qs, urlparse
+
+from django import forms
+from django.contrib.auth.mixins import UserPassesTestMixin
+from django.db import transaction
+from django.http import JsonResponse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from oauth2_provider.forms import AllowForm
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.views import AuthorizationView, OAuthProtectedResourceMetadataView
+
+from connections.models import READ, WRITE, Access, Connection
+from justai_core.locations import ModelLocation
+from people.models import Person, Room
+
+MCP_PATH = "/mcp"
+
+
+def pkce_required(client_id: str) -> bool:
+    """PKCE (S256) is required of public clients; a confidential client (with a secret) may leave it out.
+
+    OAuth 2.1 requires PKCE for public clients; Home Assistant's application credentials are a
+    confidential client without PKCE. A code issued with a challenge always needs its verifier.
+    """
+    application = get_application_model().objects.filter(client_id=client_id).only("client_type").first()
+    return application is None or application.client_type != get_application_model().CLIENT_CONFIDENTIAL
+
+
+def mcp_resource(request) -> str:
+    """The MCP server's URL as the RFC 9728 ``resource``, on the host the request came to."""
+    return request.build_absolute_uri(MCP_PATH)
+
+
+class MemoryValidator(OAuth2Validator):
+    """django-oauth-toolkit's validator, with tokens tied to the connection their code was approved for."""
+
+    def is_pkce_required(self, client_id, request):
+        return pkce_required(client_id)
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return False
+        # Only codes from the consent page are exchanged: each belongs to one connection.
+        request.memory_connection = Connection.objects.active().filter(grant__code=code, application=client).first()
+        return request.memory_connection is not None
+
+    def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
+        if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
+            return False
+        family = request.refresh_token_instance.token_family
+        return Connection.objects.active().filter(token_family=family).exists()
+
+    def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
+        refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
+        connection = getattr(request, "memory_connection", None)
+        if connection is not None and previous_refresh_token is None:
+            Connection.objects.filter(pk=connection.pk).update(token_family=refresh_token.token_family)
+        return refresh_token
+
+
+def connection_for_token(raw_token: str, resource_path: str = MCP_PATH) -> tuple[Connection, frozenset[str]] | None:
+    """The active connection a bearer token was issued for, and the token's scopes; None for any other token.
+
+    The token must be unexpired, issued for this MCP server (RFC 8707 ``resource``, when the client named
+    one) and belong to a connection that was not revoked.
+    """
+    checksum = hashlib.sha256(raw_token.encode()).hexdigest()
+    token = get_access_token_model().objects.filter(token_checksum=checksum, expires__gt=timezone.now()).first()
+    if token is None or not all(urlparse(r).path.rstrip("/") == resource_path for r in token.resource or []):
+        return None
+    family = get_refresh_token_model().objects.filter(access_token=token).values("token_family")
+    connection = Connection.objects.active().select_related("room", "speaker").filter(token_family__in=family).first()
+    if connection is None:
+        return None
+    return connection, frozenset(token.scope.split()) & connection.scopes
+
+
+class ConsentForm(AllowForm):
+    """django-oauth-toolkit's approval form plus what the household decides: room, speaker, model location, access."""
+
+    room = forms.ModelChoiceField(Room.objects.all(), label=_("Room"), help_text=_("The room this client speaks in."))
+    speaker = forms.ModelChoiceField(
+        Person.objects.all(),
+        required=False,
+        label=_("Speaker"),
+        empty_label=_("Unknown speaker"),
+        help_text=_(
+            "Who speaks through it. Unknown: only shared memories and this room's reach it, never private ones."
+        ),
+    )
+    model_location = forms.ChoiceField(
+        choices=ModelLocation.choices,
+        initial=ModelLocation.CLOUD,
+        label=_("Its language model runs"),
+        help_text=_("Cloud: the household's personal memories stay out of its answers (household settings)."),
+    )
+    access = forms.ChoiceField(choices=Access.choices, label=_("It may"))
+
+    def __init__(self, *args, requested_scopes=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        if requested_scopes and WRITE not in requested_scopes:
+            self.fields["access"].choices = [(Access.RECALL, Access.RECALL.label)]
+        self.fields["access"].initial = Access.ALL if WRITE in requested_scopes else Access.RECALL
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("access"):
+            cleaned["scope"] = cleaned["access"]  # what is granted is what the admin chose
+        return cleaned
+
+
+class ConsentView(UserPassesTestMixin, AuthorizationView):
+    """The authorization endpoint: an admin approves a client for a room, a speaker and a model location.
+
+    Not logged in: the admin login, then back here. A logged-in user without the right to add
+    connections gets a 403. Errors that cannot go back to the client (unknown client, unregistered
+    redirect URI) are answered here: JSON for programs, a page for a browser.
+    """
+
+    template_name = "connections/consent.html"
+    form_class = ConsentForm
+
+    def test_func(self):
+        user = self.request.user
+        return user.is_active and user.is_staff and user.has_perm("connections.add_connection")
+
+    def get_login_url(self):
+        from django.urls import reverse
+
+        return reverse("admin:login")
+
+    def get_form_kwargs(self):
+        kwargs = super().get_form_kwargs()
+        scope = self.request.POST.get("scope") or " ".join(self.oauth2_data.get("scopes", []))
+        kwargs["requested_scopes"] = scope.split()
+        return kwargs
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        application = context.get("application")
+        if application is None and self.request.method == "POST":
+            application = get_application_model().objects.filter(client_id=self.request.POST.get("client_id")).first()
+        context.update(
+            application=application,
+            redirect_host=urlparse(context.get("redirect_uri") or self.request.POST.get("redirect_uri", "")).netloc,
+            title=_("Connect an assistant"),
+            site_header=_("Household memory"),
+        )
+        return context
+
+    def form_valid(self, form):
+        if not form.cleaned_data.get("allow"):
+            return super().form_valid(form)
+        application = get_application_model().objects.get(client_id=form.cleaned_data["client_id"])
+        with transaction.atomic():
+            response = super().form_valid(form)
+            code = parse_qs(urlparse(getattr(self, "success_url", "") or "").query).get("code")
+            if code:
+                Connection.objects.create(
+                    application=application,
+                    approved_by=self.request.user,
+                    room=form.cleaned_data["room"],
+                    speaker=form.cleaned_data["speaker"],
+                    model_location=form.cleaned_data["model_location"],
+                    scope=form.cleaned_data["access"],
+                    grant=get_grant_model().objects.get(code=code[0], application=application),
+                )
+        return response
+
+    def error_response(self, error, application, **kwargs):
+        response = super().error_response(error, application, **kwargs)
+        if response.status_code >= 400 and "text/html" not in self.request.headers.get("Accept", ""):
+            oauth_error = error.oauthlib_error
+            return JsonResponse(
+                {"error": oauth_error.error, "error_description": oauth_error.description},
+                status=response.status_code,
+            )
+        return response
+
+
+class ResourceMetadataView(OAuthProtectedResourceMetadataView):
+    """RFC 9728 metadata: the protected resource is the MCP server, at either well-known path."""
+
+    def get_resource(self, request):
+        return mcp_resource(request)
+
+    def get_resource_name(self):
+        return "justai-memory"
+
+
+__all__ = ["READ", "WRITE", "ConsentView", "MemoryValidator", "ResourceMetadataView", "connection_for_token"]

@@ -1,0 +1,217 @@
+"""The OAuth 2.1 server of the MCP endpoint, through Django's test client: metadata, consent, tokens, refresh, revoke.
+
+Every bad request ends in the RFCs' JSON error and grants nothing.
+"""
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+
+from connections.models import READ, WRITE, Access, Connection
+from connections.oauth import connection_for_token
+from connections.tests.oauth_flow import authorize_query, code_from, pkce
+from people.tests.factories import PersonFactory, RoomFactory
+
+pytestmark = pytest.mark.django_db
+
+REDIRECT = "https://my.home-assistant.io/redirect/oauth"
+
+
+@pytest.fixture
+def client_app():
+    out = io.StringIO()
+    call_command("oauth_client", "--name", "Home Assistant", stdout=out, stderr=io.StringIO())
+    lines = dict(line.split(": ", 1) for line in out.getvalue().splitlines())
+    return lines["client_id"], lines["client_secret"]
+
+
+@pytest.fixture
+def admin(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+def approve(client, client_id, *, room, challenge=None, speaker=None, location="local", access=Access.ALL):
+    """GET the consent page, then POST the admin's choice; the redirect's query (code, state, iss)."""
+    query = authorize_query(client_id, REDIRECT, challenge=challenge, scope=f"{READ} {WRITE}")
+    page = client.get(f"/oauth/authorize/?{query}")
+    assert page.status_code == 200, page.content
+    data = {
+        "client_id": client_id,
+        "redirect_uri": REDIRECT,
+        "response_type": "code",
+        "state": "st-1",
+        "scope": f"{READ} {WRITE}",
+        "room": room.pk,
+        "speaker": speaker.pk if speaker else "",
+        "model_location": location,
+        "access": access,
+        "allow": "Allow",
+    }
+    if challenge:
+        data.update(code_challenge=challenge, code_challenge_method="S256")
+    response = client.post("/oauth/authorize/", data)
+    assert response.status_code == 302, response.content
+    return code_from(response["Location"]) | {"_location": response["Location"]}
+
+
+def exchange(client, client_id, secret, code, verifier=None, redirect_uri=REDIRECT):
+    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect_uri, "client_id": client_id}
+    if secret:
+        data["client_secret"] = secret
+    if verifier:
+        data["code_verifier"] = verifier
+    return client.post("/oauth/token/", data)
+
+
+def test_metadata_names_the_mcp_resource_and_this_server(client):
+    server = client.get("/.well-known/oauth-authorization-server").json()
+    assert server["issuer"] == "http://testserver"
+    assert server["authorization_endpoint"] == "http://testserver/oauth/authorize/"
+    assert server["token_endpoint"] == "http://testserver/oauth/token/"
+    assert server["registration_endpoint"] == "http://testserver/oauth/register/"
+    assert server["code_challenge_methods_supported"] == ["S256"]
+    assert server["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert server["scopes_supported"] == [READ, WRITE]
+    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+        resource = client.get(path).json()
+        assert resource["resource"] == "http://testserver/mcp"
+        assert resource["authorization_servers"] == ["http://testserver"]
+
+
+def test_the_consent_page_needs_an_admin(client, client_app, django_user_model):
+    query = authorize_query(client_app[0], REDIRECT, challenge=None)
+    response = client.get(f"/oauth/authorize/?{query}")
+    assert response.status_code == 302 and response["Location"].startswith("/admin/login/?next=/oauth/authorize/")
+    client.force_login(django_user_model.objects.create_user("guest", password="x"))
+    assert client.get(f"/oauth/authorize/?{query}").status_code == 403
+
+
+def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_app, django_capture_on_commit_callbacks):
+    client_id, secret = client_app
+    room, speaker = RoomFactory(name="Kitchen"), PersonFactory()
+    redirect = approve(admin, client_id, room=room, speaker=speaker, access=Access.RECALL)
+    assert redirect["state"] == "st-1" and redirect["iss"] == "http://testserver"
+
+    tokens = exchange(admin, client_id, secret, redirect["code"]).json()
+    assert tokens["scope"] == READ and tokens["token_type"] == "Bearer"
+    connection, scopes = connection_for_token(tokens["access_token"])
+    assert (connection.room, connection.speaker, connection.model_location) == (room, speaker, "local")
+    assert scopes == {READ}
+    # Stored hashed: neither token is in the database.
+    assert not get_access_token_model().objects.filter(token=tokens["access_token"]).exists()
+    assert not get_refresh_token_model().objects.filter(token=tokens["refresh_token"]).exists()
+
+    refreshed = admin.post(
+        "/oauth/token/",
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": tokens["refresh_token"],
+            "client_id": client_id,
+            "client_secret": secret,
+        },
+    ).json()
+    assert connection_for_token(tokens["access_token"]) is None  # the old access token is gone
+    assert connection_for_token(refreshed["access_token"])[0] == connection
+
+    connection.revoke()
+    assert connection_for_token(refreshed["access_token"]) is None
+    again = admin.post(
+        "/oauth/token/",
+        {
+            "grant_type": "refresh_token",
+            "refresh_token": refreshed["refresh_token"],
+            "client_id": client_id,
+            "client_secret": secret,
+        },
+    )
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+
+
+def test_a_public_client_registers_itself_and_must_use_pkce(admin, client):
+    registered = client.post(
+        "/oauth/register/",
+        {
+            "client_name": "Desktop",
+            "redirect_uris": ["http://127.0.0.1:33418/callback"],
+            "token_endpoint_auth_method": "none",
+        },
+        content_type="application/json",
+    )
+    assert registered.status_code == 201, registered.content
+    client_id = registered.json()["client_id"]
+    query = authorize_query(client_id, "http://127.0.0.1:33418/callback", challenge=None)
+    response = admin.get(f"/oauth/authorize/?{query}")
+    assert response.status_code == 302 and code_from(response["Location"])["error"] == "invalid_request"
+    assert not get_grant_model().objects.exists()
+
+
+def test_bad_codes_verifiers_and_redirects_grant_nothing(admin, client_app):
+    client_id, secret = client_app
+    room = RoomFactory()
+    verifier, challenge = pkce()
+    approved = approve(admin, client_id, room=room, challenge=challenge)
+    assert "code" in approved, approved
+    code = approved["code"]
+
+    def error(response):
+        assert response.status_code in (400, 401), response.content
+        return response.json()["error"]
+
+    assert error(exchange(admin, client_id, secret, "not-a-code", verifier)) == "invalid_grant"
+    assert error(exchange(admin, client_id, secret, code, pkce()[0])) == "invalid_grant"  # another verifier
+    assert error(exchange(admin, client_id, "wrong-secret", code, verifier)) == "invalid_client"
+    assert error(exchange(admin, client_id, secret, code, verifier, "https://evil.example/cb")) == "invalid_request"
+    assert not get_access_token_model().objects.exists()
+
+    # An unregistered redirect URI is never redirected to: a JSON error, and no code.
+    query = authorize_query(client_id, "https://evil.example/cb", challenge=challenge)
+    response = admin.get(f"/oauth/authorize/?{query}")
+    assert response.status_code == 400 and response.json()["error"] == "invalid_request"
+    # An expired code.
+    get_grant_model().objects.update(expires=timezone.now() - timedelta(seconds=1))
+    assert error(exchange(admin, client_id, secret, code, verifier)) == "invalid_grant"
+    assert not get_access_token_model().objects.exists()
+
+
+def test_a_code_is_exchanged_once(admin, client_app):
+    client_id, secret = client_app
+    code = approve(admin, client_id, room=RoomFactory())["code"]
+    assert exchange(admin, client_id, secret, code).status_code == 200
+    second = exchange(admin, client_id, secret, code)
+    assert second.status_code == 400 and second.json()["error"] == "invalid_grant"
+    assert get_access_token_model().objects.count() == 1
+
+
+def test_denying_grants_nothing(admin, client_app):
+    client_id, _secret = client_app
+    room = RoomFactory()
+    admin.get(f"/oauth/authorize/?{authorize_query(client_id, REDIRECT, challenge=None)}")
+    response = admin.post(
+        "/oauth/authorize/",
+        {
+            "client_id": client_id,
+            "redirect_uri": REDIRECT,
+            "response_type": "code",
+            "state": "st-1",
+            "scope": READ,
+            "room": room.pk,
+            "model_location": "local",
+            "access": Access.RECALL,
+        },
+    )
+    assert code_from(response["Location"])["error"] == "access_denied"
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+
+
+def test_a_deleted_room_ends_the_connection(admin, client_app):
+    client_id, secret = client_app
+    room = RoomFactory()
+    token = exchange(admin, client_id, secret, approve(admin, client_id, room=room)["code"]).json()["access_token"]
+    assert connection_for_token(token) is not None
+    room.delete()
+    assert connection_for_token(token) is None
