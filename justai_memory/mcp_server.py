@@ -30,7 +30,7 @@ from mcp_types import ToolAnnotations
 from ninja import Schema
 from pydantic import Field, create_model
 
-from justai_core.errors import ApplicationError
+from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory import __version__
 from justai_memory.api.auth import API_CLOSED, authorization_valid
@@ -66,6 +66,16 @@ HEADER_MISSING = "The MCP client must send the header {header} (set it in the cl
 HEADER_NOT_AN_ID = "The header {header} must be a number (an id from manage.py list_household)."
 HEADER_UNKNOWN = "The header {header} names no {what}: there is no {what} with id {pk} (see manage.py list_household)."
 MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or 'cloud'."
+# Where an input of the services comes from over MCP (the JSON API's field names, as ApplicationError names them);
+# any other field is a tool argument of the same name.
+FROM_HEADER = "header {header} of the MCP client's configuration"
+HEADER_OF = {
+    "room_id": ROOM_HEADER,
+    "room": ROOM_HEADER,
+    "speaker_id": SPEAKER_HEADER,
+    "model_location": MODEL_LOCATION_HEADER,
+}
+FROM_ARGUMENT = "argument {field}"
 
 INSTRUCTIONS = (
     "The household's long-term memory. Call memory_recall before answering anything that may depend on what "
@@ -98,6 +108,17 @@ class Caller:
             raise ToolError(MODEL_LOCATION_INVALID)
         self.model_location = location
 
+    def source_of(self, field: str) -> str:
+        """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
+        if field in HEADER_OF:
+            return FROM_HEADER.format(header=HEADER_OF[field])
+        return FROM_ARGUMENT.format(field=field)
+
+    def error(self, exc: ApplicationError) -> ToolError:
+        """A service's error as the model reads it: its message and where the input at fault comes from."""
+        field = exc.needs or exc.field
+        return ToolError(with_source(exc.message, self.source_of(field)) if field else exc.message)
+
     @staticmethod
     def _object(headers, header: str, model, *, required: bool):
         value = (headers.get(header) or "").strip()
@@ -121,9 +142,11 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
     """
     close_old_connections()
     try:
-        return fn(Caller(ctx))
-    except ApplicationError as exc:
-        raise ToolError(f"{exc.message} (field: {exc.field})" if exc.field else exc.message) from None
+        caller = Caller(ctx)
+        try:
+            return fn(caller)
+        except ApplicationError as exc:
+            raise caller.error(exc) from None
     finally:
         close_old_connections()
 

@@ -16,7 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from justai_core.errors import ApplicationError
+from justai_core.errors import ApplicationError, with_source
 from justai_memory.api.parser import BODY_NOT_OBJECT, BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,8 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 
 def _application_error(request: HttpRequest, exc: ApplicationError) -> HttpResponse:
-    return error_response(exc.message, field=exc.field, status=exc.status)
+    message = with_source(exc.message, exc.needs) if exc.needs else exc.message  # the field it needs: its own name
+    return error_response(message, field=exc.field, status=exc.status)
 
 
 def _django_validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
