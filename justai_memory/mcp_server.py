@@ -23,18 +23,18 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from ninja import Schema
-from pydantic import Field, create_model
+from pydantic import Field, ValidationError, create_model
 
 from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory import __version__
 from justai_memory.api.auth import API_CLOSED, authorization_valid
-from justai_memory.api.errors import UNAUTHORIZED
+from justai_memory.api.errors import UNAUTHORIZED, validation_messages
 from justai_memory.api.memories import (
     FindToForgetIn,
     FindToForgetOut,
@@ -84,7 +84,24 @@ INSTRUCTIONS = (
     "call memory_forget only after they said which, with those memory_ids."
 )
 
-server = MCPServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with argument errors in the JSON API's words ("'scope' must be one of: shared, room,
+    private.") instead of pydantic's report (its type names, the value sent and an errors.pydantic.dev link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # The SDK's Tool.run raises a ToolError from the ValidationError of the arguments, and only then: a
+            # ValidationError inside a tool is a crash (UnexpectedToolError), ours carry no cause.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            # Caused by the ValidationError still: the SDK logs its field names (never the values sent).
+            raise ToolError(f"Error executing tool {name}: {validation_messages(exc.__cause__)}") from exc.__cause__
+
+
+server = MemoryServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
 
 
 # The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,

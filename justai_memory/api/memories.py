@@ -134,7 +134,8 @@ class RememberIn(Input):
         description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
         "too short to tell: the conversation's, then the speaker's).",
     )
-    scope: Literal[tuple(REMEMBER_SCOPES)] = Field(
+    # The values, not the enum members: a refusal lists "shared, room, private", not "Scope.SHARED, ...".
+    scope: Literal[tuple(scope.value for scope in REMEMBER_SCOPES)] = Field(
         Scope.SHARED.value,
         description="shared: for the whole household (default); private: only for the speaker (needs a recognised "
         "speaker); room: only relevant in this room.",

@@ -219,16 +219,17 @@ def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "justai-memory"
 
 
-def test_errors_name_the_tool_and_the_header_the_client_sends(mcp_url, usem3):
+def test_errors_name_the_tool_and_the_header_and_read_plainly(mcp_url, usem3):
     kitchen = RoomFactory()
     headers = {"X-Room-Id": str(kitchen.pk), "X-Model-Location": "local"}  # no X-Speaker-Id: an unknown speaker
 
     async def refused(client):
         private = await client.call_tool("memory_remember", {"content": "Meine PIN ist 1234.", "scope": "private"})
         unknown = await client.call_tool("memory_forget", {"token": "not-a-token", "confirm": True})
-        return private, unknown
+        invalid = await client.call_tool("memory_remember", {"content": "Meine PIN ist 1234.", "scope": "public"})
+        return private, unknown, invalid
 
-    private, unknown = call(mcp_url, headers, refused)
+    private, unknown, invalid = call(mcp_url, headers, refused)
 
     # Over MCP the speaker is the client's X-Speaker-Id header, not the JSON API's speaker_id.
     assert private.is_error and "X-Speaker-Id" in private.content[0].text, private.content
@@ -236,4 +237,8 @@ def test_errors_name_the_tool_and_the_header_the_client_sends(mcp_url, usem3):
     # The tool is memory_find_to_forget (the JSON API's route name memory.find_to_forget is no tool).
     assert unknown.is_error and "memory_find_to_forget" in unknown.content[0].text, unknown.content
     assert "memory.find_to_forget" not in unknown.content[0].text
+    # An argument the schema refuses, in plain words (no pydantic report, no enum reprs).
+    assert invalid.is_error and invalid.content[0].text == (
+        "Error executing tool memory_remember: 'scope' must be one of: shared, room, private."
+    )
     assert not Memory.objects.exists()

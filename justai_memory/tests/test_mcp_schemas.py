@@ -4,6 +4,7 @@ import asyncio
 import re
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
 from justai_memory import mcp_server
 from justai_memory.api.main import api
@@ -107,3 +108,23 @@ def test_the_instructions_name_the_tools_as_the_client_lists_them(schemas):
     assert named == set(tools)
     # No bare name of a tool the client does not list ("call recall", "call forget").
     assert not re.search(r"\bcall (recall|remember|find_to_forget|forget)\b", mcp_server.INSTRUCTIONS)
+
+
+BAD_ARGUMENTS = [
+    ("memory_remember", {"content": "x", "scope": "public"}, "'scope' must be one of: shared, room, private."),
+    ("memory_remember", {}, "'content' is required."),
+    ("memory_recall", {"query": "x", "limit": 0}, "'limit' must be at least 1."),
+    ("memory_recall", {"query": "x", "limit": "many"}, "'limit' must be an integer."),
+    ("memory_forget", {"token": "t", "confirm": True, "memory_ids": [1, "x"]}, "'memory_ids' must be a list of at"),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "message"), BAD_ARGUMENTS, ids=[repr(c[1]) for c in BAD_ARGUMENTS])
+def test_bad_arguments_are_refused_in_the_json_apis_words(name, arguments, message):
+    # Refused before the tool runs (no database, no headers needed): the argument errors of the SDK's validation.
+    with pytest.raises(ToolError) as excinfo:
+        asyncio.run(mcp_server.server.call_tool(name, arguments))
+    text = str(excinfo.value)
+    assert text.startswith(f"Error executing tool {name}: {message}"), text
+    # None of pydantic's report: its model and type names, the value sent, its documentation link.
+    assert not re.search(r"pydantic|validation error for|Input should|Scope\.|input_value|type=", text), text

@@ -218,6 +218,12 @@ def test_the_json_api_says_which_of_its_fields_a_refused_remember_needs(api, wor
     assert response.json() == {"error": "A private memory needs a known speaker (speaker_id).", "field": "scope"}
 
 
+def test_an_unknown_scope_is_refused_with_the_scopes_values(api, world):
+    payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "public"}
+    response = api.post(REMEMBER, payload)
+    assert response.json() == {"error": "'scope' must be one of: shared, room, private.", "field": "scope"}
+
+
 BAD_RECALL = [
     ("missing query", {"query": None}, "query", 400),
     ("empty query", {"query": ""}, "query", 400),
