@@ -12,8 +12,10 @@ Who asks, and where, comes from the client's configuration, never from the model
 (``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
 leaving it out). Auth: the JSON API's bearer tokens (401 otherwise). Each tool calls the same
-service as the JSON API, takes the API operation's fields (their types, limits and descriptions) and
-answers the API's answer schema, built by the same function (justai_memory/api/memories.py).
+service as the JSON API and takes the API operation's fields (their types, limits and descriptions).
+A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md): recall's
+prompt block; the others the API's answer as compact JSON, built by the same functions
+(justai_memory/api/memories.py).
 """
 
 from collections.abc import Callable
@@ -28,7 +30,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from ninja import Schema
-from pydantic import Field, ValidationError, create_model
+from pydantic import Field, ValidationError
 
 from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
@@ -41,12 +43,10 @@ from justai_memory.api.memories import (
     ForgetIn,
     ForgetOut,
     RecallIn,
-    RecallOut,
     RememberIn,
     RememberOut,
     forget_candidates,
     forgotten,
-    recalled,
     remembered,
 )
 from justai_memory.api.tools import TOOLS
@@ -102,15 +102,6 @@ class MemoryServer(MCPServer):
 
 
 server = MemoryServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
-
-
-# The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,
-# which needs a conversation (the MCP client keeps its own).
-Recalled = create_model(
-    "Recalled",
-    __base__=Schema,
-    **{name: (field.annotation, field) for name, field in RecallOut.model_fields.items() if name != "working_memory"},
-)
 
 
 class Caller:
@@ -179,11 +170,22 @@ def _tool(name: str) -> str:
     return next(tool.description for tool in TOOLS if tool.name == name)
 
 
+def _answer(schema: type[Schema], answer: dict) -> str:
+    """A tool's result: the JSON API's answer as compact JSON text, the one form every client reads (no
+    structuredContent next to it: Home Assistant hands both to its model; docs/decisions/0010)."""
+    return schema.model_validate(answer).model_dump_json()
+
+
 def _annotations(title: str, **hints: bool) -> dict:
     """A tool's title, in both places clients read it (``Tool.title`` since the 2025-06-18 revision,
     ``annotations.title`` before), and its behaviour hints. Every tool works on the household's memory
     alone, nothing outside it: ``openWorldHint`` false."""
-    return {"title": title, "annotations": ToolAnnotations(title=title, open_world_hint=False, **hints)}
+    # structured_output=False: no outputSchema, the text is the result (docs/decisions/0010-mcp-results-as-text.md).
+    return {
+        "title": title,
+        "annotations": ToolAnnotations(title=title, open_world_hint=False, **hints),
+        "structured_output": False,
+    }
 
 
 # Read-only: recall changes no memory (it counts the access, bookkeeping the household does not see as a
@@ -197,14 +199,16 @@ READ_ONLY = {"read_only_hint": True}
 @server.tool(
     name="memory_recall",
     **_annotations("Recall from the household's memory", **READ_ONLY),
-    description="What the household's memory knows that is relevant to the query: memories with their label "
-    "(confirmed, observed, from conversation, GUESS) and date, and a prompt block to answer from. Call it before "
-    "answering anything that may depend on what the household told you earlier.",
+    description="What the household's memory knows that is relevant to the query, as a block to answer from: one "
+    "line per memory with its origin (confirmed, observed, from conversation, GUESS) and date, or why memories were "
+    "withheld. Call it before answering anything that may depend on what the household told you earlier.",
 )
 def recall(
     query: _param(RecallIn, "query"), ctx: Context, limit: _param(RecallIn, "limit") = RECALL_LIMIT_DEFAULT
-) -> Recalled:
-    def run(caller: Caller) -> dict:
+) -> str:
+    # The prompt block alone: it holds every memory's text, origin and date (and the withheld notice); the
+    # JSON API's other fields (ids, scores, why each was found) are for programs, and no tool takes a recall id.
+    def run(caller: Caller) -> str:
         result = memory_recall(
             query=query,
             speaker=caller.speaker,
@@ -212,7 +216,7 @@ def recall(
             limit=limit,
             model_location=caller.model_location,
         )
-        return recalled(result)
+        return result.prompt
 
     return _served(run, ctx)
 
@@ -231,8 +235,8 @@ def remember(
     scope: _param(RememberIn, "scope") = Scope.SHARED.value,
     kind: _param(RememberIn, "kind") = Kind.FACT.value,
     language: _param(RememberIn, "language") = None,
-) -> RememberOut:
-    def run(caller: Caller) -> dict:
+) -> str:
+    def run(caller: Caller) -> str:
         result = memory_remember(
             content=content,
             speaker=caller.speaker,
@@ -242,7 +246,7 @@ def remember(
             kind=kind,
             source_ref="mcp",
         )
-        return remembered(result)
+        return _answer(RememberOut, remembered(result))
 
     return _served(run, ctx)
 
@@ -252,12 +256,12 @@ def remember(
     description=_tool("memory_find_to_forget"),
     **_annotations("Find what to forget", **READ_ONLY),
 )
-def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> FindToForgetOut:
-    def run(caller: Caller) -> dict:
+def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
+    def run(caller: Caller) -> str:
         found = forget_request_create(
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
-        return forget_candidates(found)
+        return _answer(FindToForgetOut, forget_candidates(found))
 
     return _served(run, ctx)
 
@@ -274,10 +278,10 @@ def forget(
     confirm: _param(ForgetIn, "confirm"),  # no default here: the model says it, every time
     ctx: Context,
     memory_ids: _param(ForgetIn, "memory_ids") = None,
-) -> ForgetOut:
-    def run(caller: Caller) -> dict:
+) -> str:
+    def run(caller: Caller) -> str:
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
-        return forgotten(tombstones)
+        return _answer(ForgetOut, forgotten(tombstones))
 
     return _served(run, ctx)
 

