@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._django import ROOT, percentile, setup
 
 TOKEN = "bench-mcp-token-0123456789abcdef"
+FOUND = "Long-term memories ("  # how recall's prompt block starts when it found memories
 FACTS = [
     ("de", "Der Ersatzschlüssel für den Keller liegt in der blauen Dose Nummer {n}."),
     ("de", "Oma hat am {n}. Mai Geburtstag und mag Rosen."),
@@ -160,7 +161,7 @@ def main() -> None:
                 response = http.post("/mcp", json=message, headers=mcp_headers)
                 assert response.status_code == 200, response.text
                 result = response.json()["result"]
-                assert not result.get("isError") and result["structuredContent"]["memories"], result
+                assert not result.get("isError") and result["content"][0]["text"].startswith(FOUND), result
 
             def mcp_session(query: str) -> None:
                 async def run():
@@ -170,7 +171,7 @@ def main() -> None:
                         Client(streamable_http_client(f"{base}/mcp", http_client=client_http), mode="legacy") as c,
                     ):
                         result = await c.call_tool("memory_recall", {"query": query})
-                        assert not result.is_error and result.structured_content["memories"]
+                        assert not result.is_error and result.content[0].text.startswith(FOUND)
 
                 asyncio.run(run())
 

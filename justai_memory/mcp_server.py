@@ -14,8 +14,10 @@ runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule ca
 leaving it out). Auth (justai_memory/mcp_auth.py): the JSON API's bearer tokens with those headers, or an
 OAuth token whose connection fixes room, speaker and model location (an admin chose them when approving
 the client; headers cannot change them) and whether it may only recall. Each tool calls the same
-service as the JSON API, takes the API operation's fields (their types, limits and descriptions) and
-answers the API's answer schema, built by the same function (justai_memory/api/memories.py).
+service as the JSON API and takes the API operation's fields (their types, limits and descriptions).
+A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md): recall's
+prompt block; the others the API's answer as compact JSON, built by the same functions
+(justai_memory/api/memories.py).
 """
 
 from collections.abc import Callable
@@ -23,27 +25,28 @@ from typing import Annotated, Any
 
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
 from ninja import Schema
-from pydantic import Field, create_model
+from pydantic import Field, ValidationError
 
 from connections.models import READ, WRITE
-from justai_core.errors import ApplicationError
+from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
+from justai_memory import __version__
+from justai_memory.api.errors import validation_messages
 from justai_memory.api.memories import (
     FindToForgetIn,
     FindToForgetOut,
     ForgetIn,
     ForgetOut,
     RecallIn,
-    RecallOut,
     RememberIn,
     RememberOut,
     forget_candidates,
     forgotten,
-    recalled,
     remembered,
 )
 from justai_memory.api.tools import TOOLS
@@ -63,24 +66,43 @@ HEADER_MISSING = "The MCP client must send the header {header} (set it in the cl
 HEADER_NOT_AN_ID = "The header {header} must be a number (an id from manage.py list_household)."
 HEADER_UNKNOWN = "The header {header} names no {what}: there is no {what} with id {pk} (see manage.py list_household)."
 MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or 'cloud'."
+# Where an input of the services comes from over MCP (the JSON API's field names, as ApplicationError names them);
+# any other field is a tool argument of the same name.
+FROM_HEADER = "header {header} of the MCP client's configuration"
+HEADER_OF = {
+    "room_id": ROOM_HEADER,
+    "room": ROOM_HEADER,
+    "speaker_id": SPEAKER_HEADER,
+    "model_location": MODEL_LOCATION_HEADER,
+}
+FROM_ARGUMENT = "argument {field}"
+FROM_CONNECTION = "chosen when this connection was approved; an admin can approve it again with another choice"
 
 INSTRUCTIONS = (
-    "The household's long-term memory. Call recall before answering anything that may depend on what "
-    "the household told you earlier; remember only when the user asks you to; to forget, call "
-    "find_to_forget, read the candidates to the user, ask which of them to forget, and call forget only "
-    "after they said which, with those memory_ids."
+    "The household's long-term memory. Call memory_recall before answering anything that may depend on what "
+    "the household told you earlier; call memory_remember only when the user asks you to remember something; "
+    "to forget, call memory_find_to_forget, read the candidates to the user, ask which of them to forget, and "
+    "call memory_forget only after they said which, with those memory_ids."
 )
 
-server = MCPServer("justai-memory", instructions=INSTRUCTIONS)
+
+class MemoryServer(MCPServer):
+    """The SDK's server, with argument errors in the JSON API's words ("'scope' must be one of: shared, room,
+    private.") instead of pydantic's report (its type names, the value sent and an errors.pydantic.dev link)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # The SDK's Tool.run raises a ToolError from the ValidationError of the arguments, and only then: a
+            # ValidationError inside a tool is a crash (UnexpectedToolError), ours carry no cause.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            # Caused by the ValidationError still: the SDK logs its field names (never the values sent).
+            raise ToolError(f"Error executing tool {name}: {validation_messages(exc.__cause__)}") from exc.__cause__
 
 
-# The tools' results are the JSON API's answer schemas (one schema per answer); recall's without working_memory,
-# which needs a conversation (the MCP client keeps its own).
-Recalled = create_model(
-    "Recalled",
-    __base__=Schema,
-    **{name: (field.annotation, field) for name, field in RecallOut.model_fields.items() if name != "working_memory"},
-)
+server = MemoryServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
 
 
 SCOPE_MISSING = "This connection may only recall: an admin can allow remembering and forgetting (Connections)."
@@ -94,9 +116,10 @@ class Caller:
         grant = request.scope.get(CALLER_KEY) if request is not None else None
         if grant is None or needs not in grant.scopes:
             raise ToolError(SCOPE_MISSING)
-        if grant.connection is not None:
-            self.room, self.speaker = grant.connection.room, grant.connection.speaker
-            self.model_location = grant.connection.model_location
+        self.connection = grant.connection
+        if self.connection is not None:
+            self.room, self.speaker = self.connection.room, self.connection.speaker
+            self.model_location = self.connection.model_location
             return
         headers = ctx.headers or {}
         self.room = self._object(headers, ROOM_HEADER, Room, required=True)
@@ -105,6 +128,17 @@ class Caller:
         if location not in MODEL_LOCATIONS:
             raise ToolError(MODEL_LOCATION_INVALID)
         self.model_location = location
+
+    def source_of(self, field: str) -> str:
+        """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
+        if field in HEADER_OF:
+            return FROM_CONNECTION if self.connection is not None else FROM_HEADER.format(header=HEADER_OF[field])
+        return FROM_ARGUMENT.format(field=field)
+
+    def error(self, exc: ApplicationError) -> ToolError:
+        """A service's error as the model reads it: its message and where the input at fault comes from."""
+        field = exc.needs or exc.field
+        return ToolError(with_source(exc.message, self.source_of(field)) if field else exc.message)
 
     @staticmethod
     def _object(headers, header: str, model, *, required: bool):
@@ -129,9 +163,11 @@ def _served(fn: Callable[[Caller], Any], ctx: Context, needs: str = READ) -> Any
     """
     close_old_connections()
     try:
-        return fn(Caller(ctx, needs))
-    except ApplicationError as exc:
-        raise ToolError(f"{exc.message} (field: {exc.field})" if exc.field else exc.message) from None
+        caller = Caller(ctx, needs)
+        try:
+            return fn(caller)
+        except ApplicationError as exc:
+            raise caller.error(exc) from None
     finally:
         close_old_connections()
 
@@ -147,16 +183,45 @@ def _tool(name: str) -> str:
     return next(tool.description for tool in TOOLS if tool.name == name)
 
 
+def _answer(schema: type[Schema], answer: dict) -> str:
+    """A tool's result: the JSON API's answer as compact JSON text, the one form every client reads (no
+    structuredContent next to it: Home Assistant hands both to its model; docs/decisions/0010)."""
+    return schema.model_validate(answer).model_dump_json()
+
+
+def _annotations(title: str, **hints: bool) -> dict:
+    """A tool's title, in both places clients read it (``Tool.title`` since the 2025-06-18 revision,
+    ``annotations.title`` before), and its behaviour hints. Every tool works on the household's memory
+    alone, nothing outside it: ``openWorldHint`` false."""
+    # structured_output=False: no outputSchema, the text is the result (docs/decisions/0010-mcp-results-as-text.md).
+    return {
+        "title": title,
+        "annotations": ToolAnnotations(title=title, open_world_hint=False, **hints),
+        "structured_output": False,
+    }
+
+
+# Read-only: recall changes no memory (it counts the access, bookkeeping the household does not see as a
+# change). find_to_forget is read-only too: it stores a 10-minute single-use token (its hash and the
+# candidate ids), which changes nothing by itself; memory_forget is the step that changes something, and
+# clients that ask before running a tool that is not read-only then ask once, for memory_forget, not for
+# looking up what could be forgotten.
+READ_ONLY = {"read_only_hint": True}
+
+
 @server.tool(
     name="memory_recall",
-    description="What the household's memory knows that is relevant to the query: memories with their label "
-    "(confirmed, observed, from conversation, GUESS) and date, and a prompt block to answer from. Call it before "
-    "answering anything that may depend on what the household told you earlier.",
+    **_annotations("Recall from the household's memory", **READ_ONLY),
+    description="What the household's memory knows that is relevant to the query, as a block to answer from: one "
+    "line per memory with its origin (confirmed, observed, from conversation, GUESS) and date, or why memories were "
+    "withheld. Call it before answering anything that may depend on what the household told you earlier.",
 )
 def recall(
     query: _param(RecallIn, "query"), ctx: Context, limit: _param(RecallIn, "limit") = RECALL_LIMIT_DEFAULT
-) -> Recalled:
-    def run(caller: Caller) -> dict:
+) -> str:
+    # The prompt block alone: it holds every memory's text, origin and date (and the withheld notice); the
+    # JSON API's other fields (ids, scores, why each was found) are for programs, and no tool takes a recall id.
+    def run(caller: Caller) -> str:
         result = memory_recall(
             query=query,
             speaker=caller.speaker,
@@ -164,20 +229,27 @@ def recall(
             limit=limit,
             model_location=caller.model_location,
         )
-        return recalled(result)
+        return result.prompt
 
     return _served(run, ctx)
 
 
-@server.tool(name="memory_remember", description=_tool("memory_remember"))
+# Not destructive: it adds a memory, or merges the same fact into the memory that holds it; the forget blocks it
+# lifts are the speaker's own, on this very content. Idempotent: the same sentence again merges into the memory
+# the first call made.
+@server.tool(
+    name="memory_remember",
+    description=_tool("memory_remember"),
+    **_annotations("Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+)
 def remember(
     content: _param(RememberIn, "content"),
     ctx: Context,
     scope: _param(RememberIn, "scope") = Scope.SHARED.value,
     kind: _param(RememberIn, "kind") = Kind.FACT.value,
     language: _param(RememberIn, "language") = None,
-) -> RememberOut:
-    def run(caller: Caller) -> dict:
+) -> str:
+    def run(caller: Caller) -> str:
         result = memory_remember(
             content=content,
             speaker=caller.speaker,
@@ -187,32 +259,42 @@ def remember(
             kind=kind,
             source_ref="mcp",
         )
-        return remembered(result)
+        return _answer(RememberOut, remembered(result))
 
     return _served(run, ctx, needs=WRITE)
 
 
-@server.tool(name="memory_find_to_forget", description=_tool("memory_find_to_forget"))
-def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> FindToForgetOut:
-    def run(caller: Caller) -> dict:
+@server.tool(
+    name="memory_find_to_forget",
+    description=_tool("memory_find_to_forget"),
+    **_annotations("Find what to forget", **READ_ONLY),
+)
+def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
+    def run(caller: Caller) -> str:
         found = forget_request_create(
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
-        return forget_candidates(found)
+        return _answer(FindToForgetOut, forget_candidates(found))
 
     return _served(run, ctx)
 
 
-@server.tool(name="memory_forget", description=_tool("memory_forget"))
+# Destructive: the content is deleted for good. Idempotent: the token is single-use, so the same call again
+# forgets nothing more (it answers that the token was used).
+@server.tool(
+    name="memory_forget",
+    description=_tool("memory_forget"),
+    **_annotations("Forget", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+)
 def forget(
     token: _param(ForgetIn, "token"),
     confirm: _param(ForgetIn, "confirm"),  # no default here: the model says it, every time
     ctx: Context,
     memory_ids: _param(ForgetIn, "memory_ids") = None,
-) -> ForgetOut:
-    def run(caller: Caller) -> dict:
+) -> str:
+    def run(caller: Caller) -> str:
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
-        return forgotten(tombstones)
+        return _answer(ForgetOut, forgotten(tombstones))
 
     return _served(run, ctx, needs=WRITE)
 

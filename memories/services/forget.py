@@ -38,7 +38,7 @@ FORGET_TOKEN_TTL = timedelta(minutes=10)
 FORGET_REQUEST_KEEP = timedelta(days=1)
 
 CONFIRM_REQUIRED = "Nothing was forgotten: 'confirm' must be true once the speaker said yes."
-TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory.find_to_forget first."
+TOKEN_UNKNOWN = "Unknown confirmation token: ask with memory_find_to_forget first."
 TOKEN_FOREIGN = "This confirmation token was issued to another speaker."
 TOKEN_USED = "This confirmation token was already used."
 TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): ask again."

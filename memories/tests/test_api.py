@@ -210,6 +210,20 @@ def test_bad_remember_input_names_the_field_and_writes_nothing(api, world, case,
     assert _snapshot() == before
 
 
+def test_the_json_api_says_which_of_its_fields_a_refused_remember_needs(api, world):
+    # The service's message names no transport's field; the JSON API adds its own (MCP adds its header).
+    payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "private"}
+    response = api.post(REMEMBER, payload)
+    assert response.status_code == 400
+    assert response.json() == {"error": "A private memory needs a known speaker (speaker_id).", "field": "scope"}
+
+
+def test_an_unknown_scope_is_refused_with_the_scopes_values(api, world):
+    payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "public"}
+    response = api.post(REMEMBER, payload)
+    assert response.json() == {"error": "'scope' must be one of: shared, room, private.", "field": "scope"}
+
+
 BAD_RECALL = [
     ("missing query", {"query": None}, "query", 400),
     ("empty query", {"query": ""}, "query", 400),
