@@ -215,3 +215,10 @@ def test_a_deleted_room_ends_the_connection(admin, client_app):
     assert connection_for_token(token) is not None
     room.delete()
     assert connection_for_token(token) is None
+
+
+def test_the_consent_page_speaks_the_households_language(admin, client_app):
+    query = authorize_query(client_app[0], REDIRECT, challenge=None)
+    page = admin.get(f"/oauth/authorize/?{query}", HTTP_ACCEPT_LANGUAGE="de").content.decode()
+    assert "Home Assistant möchte das Gedächtnis des Haushalts nutzen" in page
+    assert "Erlauben" in page and "Sein Sprachmodell läuft" in page and "Unbekannter Sprecher" in page

@@ -1,4 +1,4 @@
-"""The import direction (justai_core <- people <- memories <- transcripts <- API wiring), checked by import-linter."""
+"""The import direction (justai_core <- people <- memories <- transcripts <- connections <- API wiring), by import-linter."""
 
 import ast
 import configparser
@@ -33,9 +33,16 @@ def contract() -> configparser.SectionProxy:
     return config["importlinter:contract:apps-stack"]
 
 
-def test_the_contract_stacks_the_four_apps_in_order_on_the_core():
+def test_the_contract_stacks_the_apps_in_order_on_the_core():
     assert contract()["type"] == "layers"
-    assert contract()["layers"].split() == ["justai_memory", "transcripts", "memories", "people", "justai_core"]
+    assert contract()["layers"].split() == [
+        "justai_memory",
+        "connections",
+        "transcripts",
+        "memories",
+        "people",
+        "justai_core",
+    ]
 
 
 def test_only_tests_may_import_upwards():
@@ -47,7 +54,7 @@ def test_only_tests_may_import_upwards():
 
 
 def test_the_contract_breaks_on_an_import_upwards(tmp_path):
-    for package in ("people", "memories", "transcripts", "justai_memory", "justai_core"):
+    for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "memories" / "views.py").write_text("import transcripts.models\n")
@@ -59,7 +66,7 @@ def test_the_contract_breaks_on_an_import_upwards(tmp_path):
 
 
 def test_the_core_may_not_import_an_app(tmp_path):
-    for package in ("people", "memories", "transcripts", "justai_memory", "justai_core"):
+    for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
     (tmp_path / "justai_core" / "ai_router.py").write_text("import people.models\n")
