@@ -51,6 +51,11 @@ def mcp_resource(request) -> str:
 class MemoryValidator(OAuth2Validator):
     """django-oauth-toolkit's validator, with tokens tied to the connection their code was approved for."""
 
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        # Only what the consent page leads to: a token always belongs to a connection an admin approved.
+        allowed = grant_type in ("authorization_code", "refresh_token")
+        return allowed and super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
     def is_pkce_required(self, client_id, request):
         return pkce_required(client_id)
 

@@ -222,3 +222,41 @@ def test_the_consent_page_speaks_the_households_language(admin, client_app):
     page = admin.get(f"/oauth/authorize/?{query}", HTTP_ACCEPT_LANGUAGE="de").content.decode()
     assert "Home Assistant möchte das Gedächtnis des Haushalts nutzen" in page
     assert "Erlauben" in page and "Sein Sprachmodell läuft" in page and "Unbekannter Sprecher" in page
+
+
+def test_a_client_registered_for_another_grant_gets_no_token(client):
+    registered = client.post(
+        "/oauth/register/",
+        {
+            "client_name": "Robot",
+            "grant_types": ["client_credentials"],
+            "token_endpoint_auth_method": "client_secret_post",
+        },
+        content_type="application/json",
+    ).json()
+    response = client.post(
+        "/oauth/token/",
+        {
+            "grant_type": "client_credentials",
+            "client_id": registered["client_id"],
+            "client_secret": registered["client_secret"],
+        },
+    )
+    assert response.status_code in (400, 401) and response.json()["error"] == "unauthorized_client", response.content
+    assert not get_access_token_model().objects.exclude(scope="oauth2_provider:registration").exists()
+
+
+def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
+    client_id, secret = client_app
+    room = RoomFactory(name="Kitchen")
+    tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=room)["code"]).json()
+    listed = admin.get("/admin/connections/connection/").content.decode()
+    assert "Home Assistant" in listed and "Kitchen" in listed and "connected" in listed
+    connection = Connection.objects.get()
+    response = admin.post(
+        "/admin/connections/connection/", {"action": "revoke", "_selected_action": [connection.pk]}, follow=True
+    )
+    assert "1 connection revoked." in response.content.decode()
+    assert connection_for_token(tokens["access_token"]) is None
+    assert not get_access_token_model().objects.exists()
+    assert "revoked" in admin.get("/admin/connections/connection/").content.decode()
