@@ -86,11 +86,37 @@ INSTRUCTIONS = (
 )
 
 
+SCOPE_MISSING = "This connection may only recall: an admin can allow remembering and forgetting (Connections)."
+
+
+def scope_needed(annotations: ToolAnnotations | None) -> str:
+    """The OAuth scope a tool needs: memory:read for a read-only tool, memory:write for any other."""
+    return READ if annotations is not None and annotations.read_only_hint else WRITE
+
+
+def grant_of(request) -> Any:
+    """The grant ``McpAuth`` found for this HTTP request (its scopes, and its connection for an OAuth token)."""
+    return request.scope.get(CALLER_KEY) if request is not None else None
+
+
 class MemoryServer(MCPServer):
     """The SDK's server, with argument errors in the JSON API's words ("'scope' must be one of: shared, room,
-    private.") instead of pydantic's report (its type names, the value sent and an errors.pydantic.dev link)."""
+    private.") instead of pydantic's report (its type names, the value sent and an errors.pydantic.dev link),
+    and with the tools a grant's scopes allow: a connection approved for recall only neither sees nor calls
+    the others."""
+
+    async def _handle_list_tools(self, ctx, params):
+        listed = await super()._handle_list_tools(ctx, params)
+        grant = grant_of(ctx.request)
+        scopes = grant.scopes if grant is not None else frozenset()
+        listed.tools = [tool for tool in listed.tools if scope_needed(tool.annotations) in scopes]
+        return listed
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        grant = grant_of(context.request_context.request) if context is not None else None
+        if tool is not None and (grant is None or scope_needed(tool.annotations) not in grant.scopes):
+            raise ToolError(SCOPE_MISSING)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -105,17 +131,11 @@ class MemoryServer(MCPServer):
 server = MemoryServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
 
 
-SCOPE_MISSING = "This connection may only recall: an admin can allow remembering and forgetting (Connections)."
-
-
 class Caller:
     """The room, speaker and model location of one MCP request: an OAuth connection's, or from the headers."""
 
-    def __init__(self, ctx: Context, needs: str = READ):
-        request = ctx.request_context.request
-        grant = request.scope.get(CALLER_KEY) if request is not None else None
-        if grant is None or needs not in grant.scopes:
-            raise ToolError(SCOPE_MISSING)
+    def __init__(self, ctx: Context):
+        grant = grant_of(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
         self.connection = grant.connection
         if self.connection is not None:
             self.room, self.speaker = self.connection.room, self.connection.speaker
@@ -155,7 +175,7 @@ class Caller:
         return found
 
 
-def _served(fn: Callable[[Caller], Any], ctx: Context, needs: str = READ) -> Any:
+def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
     """Run one tool call in its worker thread: the caller from the headers, service errors as tool errors.
 
     The thread's database connection is handed back afterwards (as Django does at the end of a
@@ -163,7 +183,7 @@ def _served(fn: Callable[[Caller], Any], ctx: Context, needs: str = READ) -> Any
     """
     close_old_connections()
     try:
-        caller = Caller(ctx, needs)
+        caller = Caller(ctx)
         try:
             return fn(caller)
         except ApplicationError as exc:
@@ -261,7 +281,7 @@ def remember(
         )
         return _answer(RememberOut, remembered(result))
 
-    return _served(run, ctx, needs=WRITE)
+    return _served(run, ctx)
 
 
 @server.tool(
@@ -296,7 +316,7 @@ def forget(
         tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
         return _answer(ForgetOut, forgotten(tombstones))
 
-    return _served(run, ctx, needs=WRITE)
+    return _served(run, ctx)
 
 
 # The SDK's transport with its session manager (stateless, JSON answers). The SDK's own Host/Origin

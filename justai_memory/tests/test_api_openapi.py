@@ -53,6 +53,8 @@ def test_the_document_states_the_limits(api):
     schemas = api.get(OPENAPI).json()["components"]["schemas"]
     assert schemas["RecallIn"]["properties"]["query"]["maxLength"] == 4000
     assert schemas["RecallIn"]["properties"]["limit"] == {
+        "description": "How many memories to return at most (1 to 50); up to 3 memories about a recognised speaker "
+        "may come in addition.",
         "default": 10,
         "maximum": 50,
         "minimum": 1,

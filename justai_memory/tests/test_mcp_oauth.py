@@ -246,10 +246,11 @@ def test_home_assistants_requests_connect_with_the_url_alone(mcp_url, household,
             return listed, recalled, await client.call_tool("memory_remember", {"content": "The cat is called Mimi."})
 
     listed, recalled, refused = asyncio.run(run())
-    # Approved for recall only: remembering is refused, in words the model can pass on, and nothing is written.
+    # Called anyway, remembering is refused in words the model can pass on, and nothing is written.
     assert refused.is_error and "may only recall" in refused.content[0].text
     assert not Memory.objects.filter(content__contains="Mimi").exists()
-    assert {tool.name for tool in listed} >= {"memory_recall", "memory_remember"}
+    # Approved for recall only: the model is offered the reading tools only.
+    assert {tool.name for tool in listed} == {"memory_recall", "memory_find_to_forget"}
     contents = recalled_text(recalled)
     assert (
         "The spare key is in the blue tin in the kitchen." in contents and "Anna's spare key code is 4711." in contents
