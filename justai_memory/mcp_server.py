@@ -113,10 +113,12 @@ class MemoryServer(MCPServer):
         return listed
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        # Every call over HTTP comes with its context (the SDK's handler); a call in this process has none.
         tool = self._tool_manager.get_tool(name)
-        grant = grant_of(context.request_context.request) if context is not None else None
-        if tool is not None and (grant is None or scope_needed(tool.annotations) not in grant.scopes):
-            raise ToolError(SCOPE_MISSING)
+        if context is not None and tool is not None:
+            grant = grant_of(context.request_context.request)
+            if grant is None or scope_needed(tool.annotations) not in grant.scopes:
+                raise ToolError(SCOPE_MISSING)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
