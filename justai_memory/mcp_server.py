@@ -21,8 +21,9 @@ prompt block; the others the API's answer as compact JSON, built by the same fun
 """
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args, get_origin
 
+from annotated_types import MaxLen, MinLen
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -195,9 +196,16 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
 
 
 def _param(schema, field: str) -> Any:
-    """The type of the JSON API's ``schema.field`` for a tool parameter: its constraints and description."""
+    """The type of the JSON API's ``schema.field`` for a tool parameter: its constraints and description.
+
+    A list's length limit is left out of the schema (checked by the field's own validator all the same):
+    Home Assistant converts tool schemas with voluptuous-openapi, which refuses ``minItems``/``maxItems``,
+    and one refused keyword keeps every tool of the server from it.
+    """
     info = schema.model_fields[field]
-    return Annotated[info.annotation, *info.metadata, Field(description=info.description)]
+    is_list = any(get_origin(option) is list for option in (info.annotation, *get_args(info.annotation)))
+    metadata = [m for m in info.metadata if not (is_list and isinstance(m, MinLen | MaxLen))]
+    return Annotated[info.annotation, *metadata, Field(description=info.description)]
 
 
 def _tool(name: str) -> str:
