@@ -68,6 +68,11 @@ def exchange(client, client_id, secret, code, verifier=None, redirect_uri=REDIRE
     return client.post("/oauth/token/", data)
 
 
+def refresh(client, client_id, secret, refresh_token):
+    data = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
+    return client.post("/oauth/token/", {**data, "client_secret": secret})
+
+
 def test_metadata_names_the_mcp_resource_and_this_server(client):
     server = client.get("/.well-known/oauth-authorization-server").json()
     assert server["issuer"] == "http://testserver"
@@ -106,29 +111,13 @@ def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_a
     assert not get_access_token_model().objects.filter(token=tokens["access_token"]).exists()
     assert not get_refresh_token_model().objects.filter(token=tokens["refresh_token"]).exists()
 
-    refreshed = admin.post(
-        "/oauth/token/",
-        {
-            "grant_type": "refresh_token",
-            "refresh_token": tokens["refresh_token"],
-            "client_id": client_id,
-            "client_secret": secret,
-        },
-    ).json()
+    refreshed = refresh(admin, client_id, secret, tokens["refresh_token"]).json()
     assert connection_for_token(tokens["access_token"]) is None  # the old access token is gone
     assert connection_for_token(refreshed["access_token"])[0] == connection
 
     connection.revoke()
     assert connection_for_token(refreshed["access_token"]) is None
-    again = admin.post(
-        "/oauth/token/",
-        {
-            "grant_type": "refresh_token",
-            "refresh_token": refreshed["refresh_token"],
-            "client_id": client_id,
-            "client_secret": secret,
-        },
-    )
+    again = refresh(admin, client_id, secret, refreshed["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
 

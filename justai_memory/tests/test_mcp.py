@@ -33,6 +33,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.meaning, pytest.mark.django_db(trans
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "mcp-test-token-0123456789"
+# A client's first request, as raw JSON-RPC, and the Accept header Streamable HTTP asks for.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 SERVE = (
     "import django, uvicorn; django.setup(); "
     "uvicorn.run('justai_memory.asgi:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
@@ -228,13 +236,7 @@ def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, 
 
 
 def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
+    initialize, accept = INITIALIZE, ACCEPT
     for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
         response = httpx.post(mcp_url, json=initialize, headers={**accept, **auth}, timeout=10)
         assert response.status_code == 401 and response.json()["field"] == "Authorization"

@@ -24,7 +24,7 @@ from mcp.shared.auth import OAuthClientMetadata
 
 from connections.models import Connection
 from connections.tests.oauth_flow import code_from, hidden_fields
-from justai_memory.tests.test_mcp import mcp_url  # noqa: F401 (the server process fixture)
+from justai_memory.tests.test_mcp import ACCEPT, INITIALIZE, mcp_url  # noqa: F401 (mcp_url: the server fixture)
 from memories.models import Memory, Scope
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
@@ -159,17 +159,11 @@ def test_the_sdk_client_signs_in_is_bound_to_the_room_refreshes_and_is_revoked(m
 
     # The admin revokes the connection: the token is refused, with the metadata to sign in again.
     connection.revoke()
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-    }
     for token in (first_token, storage.tokens.access_token):
         refused = httpx.post(
             mcp_url,
-            json=initialize,
-            headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"},
+            json=INITIALIZE,
+            headers={"Authorization": f"Bearer {token}", **ACCEPT},
             timeout=10,
         )
         assert refused.status_code == 401, refused.text
@@ -195,16 +189,9 @@ def test_home_assistants_requests_connect_with_the_url_alone(mcp_url, household,
     out = io.StringIO()
     call_command("oauth_client", "--name", "Home Assistant", stdout=out, stderr=io.StringIO())
     credentials = dict(line.split(": ", 1) for line in out.getvalue().splitlines())
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "ha", "version": "1"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
 
     # 1. The setup form's URL, tried without a token: 401 sends the flow to OAuth discovery.
-    assert httpx.post(mcp_url, json=initialize, headers=accept, timeout=10).status_code == 401
+    assert httpx.post(mcp_url, json=INITIALIZE, headers=ACCEPT, timeout=10).status_code == 401
     # 2. RFC 8414 metadata at the origin's well-known path, with the header Home Assistant sends.
     metadata = httpx.get(
         f"{origin}/.well-known/oauth-authorization-server", headers={"MCP-Protocol-Version": "2025-03-26"}
