@@ -74,6 +74,7 @@ def oauth_token(room_id: int, speaker_id: int) -> str:
     import uuid
     from datetime import timedelta
 
+    from django.contrib.auth import get_user_model
     from django.utils import timezone
     from oauth2_provider.models import (
         get_access_token_model,
@@ -84,6 +85,7 @@ def oauth_token(room_id: int, speaker_id: int) -> str:
 
     from connections.models import Access, Connection
 
+    admin = get_user_model().objects.create_user("bench-admin")
     Application = get_application_model()
     application = Application.objects.create(
         name="bench",
@@ -93,11 +95,13 @@ def oauth_token(room_id: int, speaker_id: int) -> str:
     )
     raw = secrets.token_urlsafe(30)
     access = get_access_token_model()(
-        application=application, expires=timezone.now() + timedelta(days=1), scope=Access.ALL
+        application=application, user=admin, expires=timezone.now() + timedelta(days=1), scope=Access.ALL
     )
     set_token_value(access, raw)
     access.save()
-    refresh = get_refresh_token_model()(application=application, access_token=access, token_family=uuid.uuid4())
+    refresh = get_refresh_token_model()(
+        application=application, user=admin, access_token=access, token_family=uuid.uuid4()
+    )
     set_token_value(refresh, secrets.token_urlsafe(30))
     refresh.save()
     Connection.objects.create(
