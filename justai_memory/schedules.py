@@ -25,6 +25,9 @@ SCHEDULES = [
     # Conversations waiting for the model are extracted within a minute of its answering again.
     ScheduleSpec("memory.extract_resume", "transcripts.jobs.conversations_extract_resume_job", Schedule.MINUTES, 1),
     ScheduleSpec("transcripts.purge", "transcripts.jobs.transcripts_purge_job", Schedule.DAILY),
+    # Expired OAuth codes and tokens, and refresh tokens revoked longer ago than they could have been valid
+    # (django-oauth-toolkit's own clean-up; every hourly refresh of a connection leaves one revoked behind).
+    ScheduleSpec("oauth.clear_expired", "oauth2_provider.models.clear_expired", Schedule.DAILY),
 ]
 
 

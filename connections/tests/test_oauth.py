@@ -249,3 +249,25 @@ def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
     assert connection_for_token(tokens["access_token"]) is None
     assert not get_access_token_model().objects.exists()
     assert "revoked" in admin.get("/admin/connections/connection/").content.decode()
+
+
+def test_the_daily_clean_up_removes_what_no_connection_can_use_any_more(admin, client_app, settings):
+    from django.utils.module_loading import import_string
+
+    from justai_memory.schedules import SCHEDULES
+
+    client_id, secret = client_app
+    tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
+    refreshed = refresh(admin, client_id, secret, tokens["refresh_token"]).json()
+    old = get_refresh_token_model().objects.exclude(revoked=None)
+    assert old.count() == 1  # the first refresh token, revoked by the rotation, kept to detect its replay
+    long_ago = timezone.now() - timedelta(days=91)
+    old.update(revoked=long_ago)
+    get_access_token_model().objects.update(expires=long_ago)
+
+    (job,) = [spec.func for spec in SCHEDULES if spec.name == "oauth.clear_expired"]
+    import_string(job)()
+
+    assert not get_refresh_token_model().objects.exclude(revoked=None).exists()
+    assert not get_access_token_model().objects.exists()
+    assert connection_for_token(refreshed["access_token"]) is None
