@@ -21,6 +21,7 @@ for model in (get_access_token_model(), get_refresh_token_model(), get_grant_mod
 class ConnectionAdmin(admin.ModelAdmin):
     list_display = ["application", "room", "speaker_or_unknown", "model_location", "scope", "state", "created_at"]
     list_filter = ["room", "model_location", "scope", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["application", "room", "speaker", "grant"]
     readonly_fields = [
         "application",
         "approved_by",
@@ -44,7 +45,11 @@ class ConnectionAdmin(admin.ModelAdmin):
     def state(self, obj):
         if obj.revoked_at:
             return _("revoked")
-        return _("connected") if obj.token_family else _("approved, waiting for the client")
+        if obj.token_family:
+            return _("connected")
+        if obj.grant is not None and not obj.grant.is_expired():
+            return _("approved, waiting for the client")
+        return _("never connected: the client did not use its code in time")
 
     @admin.action(description=_("Revoke the selected connections"), permissions=["change"])
     def revoke(self, request, queryset):

@@ -167,6 +167,14 @@ def test_bad_codes_verifiers_and_redirects_grant_nothing(admin, client_app):
     assert not get_access_token_model().objects.exists()
 
 
+def test_an_approval_whose_code_was_never_exchanged_shows_as_never_connected(admin, client_app):
+    approve(admin, client_app[0], room=RoomFactory())
+    assert "approved, waiting for the client" in admin.get("/admin/connections/connection/").content.decode()
+    get_grant_model().objects.update(expires=timezone.now() - timedelta(seconds=1))
+    listed = admin.get("/admin/connections/connection/").content.decode()
+    assert "never connected: the client did not use its code in time" in listed
+
+
 def test_a_code_is_exchanged_once(admin, client_app):
     client_id, secret = client_app
     code = approve(admin, client_id, room=RoomFactory())["code"]
