@@ -42,8 +42,12 @@ def access_of(memories) -> tuple[int, datetime | None]:
 
 
 def _upsert(rows: list[tuple[int, int, datetime]]) -> tuple[str, list]:
-    """The upsert adding (memory id, count, latest access) rows, and its parameters (three arrays)."""
-    return ADD_ACCESSES_SQL, [list(column) for column in zip(*rows, strict=True)] or [[], [], []]
+    """The upsert adding (memory id, count, latest access) rows, and its parameters (three arrays).
+
+    In ascending memory id: two recalls that bump the same memories then lock their rows in the same
+    order, and cannot deadlock on each other (one waits for the other instead).
+    """
+    return ADD_ACCESSES_SQL, [list(column) for column in zip(*sorted(rows), strict=True)] or [[], [], []]
 
 
 def add_accesses(added: dict[int, tuple[int, datetime | None]]) -> None:

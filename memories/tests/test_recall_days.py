@@ -128,3 +128,10 @@ def test_the_migration_adds_the_table_and_goes_back():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+def test_the_access_upsert_takes_its_rows_in_ascending_memory_id():
+    """Two recalls bumping the same memories lock their rows in one order: they wait for each other, no deadlock."""
+    now = timezone.now()
+    _sql, (ids, counts, _times) = access._upsert([(30, 1, now), (10, 2, now), (20, 3, now)])
+    assert ids == [10, 20, 30] and counts == [2, 3, 1]
