@@ -14,8 +14,10 @@ from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.db import transaction
 from django.http import JsonResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from oauth2_provider.exceptions import FatalClientError
 from oauth2_provider.forms import AllowForm
 from oauth2_provider.models import (
     get_access_token_model,
@@ -25,6 +27,7 @@ from oauth2_provider.models import (
 )
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.views import AuthorizationView, OAuthProtectedResourceMetadataView
+from oauthlib.oauth2.rfc6749.errors import InvalidClientIdError
 
 from connections.models import READ, WRITE, Access, Connection
 from justai_core.locations import ModelLocation
@@ -147,8 +150,6 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         return user.is_active and user.is_staff and user.has_perm("connections.add_connection")
 
     def get_login_url(self):
-        from django.urls import reverse
-
         return reverse("admin:login")
 
     def get_form_kwargs(self):
@@ -171,9 +172,11 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         return context
 
     def form_valid(self, form):
+        application = get_application_model().objects.filter(client_id=form.cleaned_data["client_id"]).first()
+        if application is None:  # the form's hidden client_id was changed: nothing to send the answer back to
+            return self.error_response(FatalClientError(error=InvalidClientIdError()), None)
         if not form.cleaned_data.get("allow"):
             return super().form_valid(form)
-        application = get_application_model().objects.get(client_id=form.cleaned_data["client_id"])
         with transaction.atomic():
             response = super().form_valid(form)
             code = parse_qs(urlparse(getattr(self, "success_url", "") or "").query).get("code")

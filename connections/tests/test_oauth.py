@@ -279,3 +279,37 @@ def test_the_daily_clean_up_removes_what_no_connection_can_use_any_more(admin, c
     assert not get_refresh_token_model().objects.exclude(revoked=None).exists()
     assert not get_access_token_model().objects.exists()
     assert connection_for_token(refreshed["access_token"]) is None
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_a_consent_form_with_a_changed_client_id_is_refused(admin, allow):
+    data = {
+        "client_id": "no-such-client",
+        "redirect_uri": REDIRECT,
+        "response_type": "code",
+        "state": "st-1",
+        "scope": READ,
+        "room": RoomFactory().pk,
+        "model_location": "local",
+        "access": Access.RECALL,
+    }
+    response = admin.post("/oauth/authorize/", {**data, **({"allow": "Allow"} if allow else {})})
+    assert response.status_code in (400, 401) and response.json()["error"] == "invalid_request", response.content
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+
+
+def test_a_consent_form_with_a_changed_redirect_uri_is_refused(admin, client_app):
+    data = {
+        "client_id": client_app[0],
+        "redirect_uri": "https://evil.example/cb",
+        "response_type": "code",
+        "state": "st-1",
+        "scope": READ,
+        "room": RoomFactory().pk,
+        "model_location": "local",
+        "access": Access.RECALL,
+        "allow": "Allow",
+    }
+    response = admin.post("/oauth/authorize/", data)
+    assert response.status_code == 400 and response.json()["error"] == "invalid_request", response.content
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
