@@ -8,6 +8,7 @@ the lookup the MCP server makes for each bearer token.
 """
 
 import hashlib
+from typing import Annotated, Literal
 from urllib.parse import parse_qs, urlparse
 
 from django import forms
@@ -26,8 +27,13 @@ from oauth2_provider.models import (
     get_refresh_token_model,
 )
 from oauth2_provider.oauth2_validators import OAuth2Validator
-from oauth2_provider.views import AuthorizationView, OAuthProtectedResourceMetadataView
+from oauth2_provider.views import (
+    AuthorizationView,
+    DynamicClientRegistrationView,
+    OAuthProtectedResourceMetadataView,
+)
 from oauthlib.oauth2.rfc6749.errors import InvalidClientIdError
+from pydantic import BaseModel, Field, StringConstraints, ValidationError
 
 from connections.models import READ, WRITE, Access, Connection
 from justai_core.locations import ModelLocation
@@ -203,6 +209,50 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         return response
 
 
+class ClientMetadata(BaseModel):
+    """What a client may register (RFC 7591): the authorization code flow, a few redirect URIs, a short name.
+
+    Other metadata fields are ignored, as the RFC allows; django-oauth-toolkit registers the client.
+    """
+
+    redirect_uris: list[Annotated[str, StringConstraints(min_length=1, max_length=500)]] = Field(
+        min_length=1, max_length=10
+    )
+    client_name: Annotated[str, StringConstraints(max_length=200)] = ""
+    grant_types: list[Literal["authorization_code", "refresh_token"]] = ["authorization_code", "refresh_token"]
+    response_types: list[Literal["code"]] = ["code"]
+    token_endpoint_auth_method: Literal["none", "client_secret_basic", "client_secret_post"] = "client_secret_basic"
+
+
+class RegistrationView(DynamicClientRegistrationView):
+    """RFC 7591 registration, for the metadata this server can serve; anything else is ``invalid_client_metadata``."""
+
+    def post(self, request, *args, **kwargs):
+        try:
+            ClientMetadata.model_validate_json(request.body or b"null")
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
+            return JsonResponse({"error": "invalid_client_metadata", "error_description": problems}, status=400)
+        return super().post(request, *args, **kwargs)
+
+
+def without_nul(view):
+    """A view of the OAuth endpoints that refuses a parameter holding a NUL character (PostgreSQL cannot store
+    one, and no identifier, code or token contains one) with the RFCs' ``invalid_request``."""
+
+    def wrapped(request, *args, **kwargs):
+        values = [*request.GET.values(), *(request.POST.values() if request.method == "POST" else [])]
+        if any("\x00" in value for value in values):
+            return JsonResponse(
+                {"error": "invalid_request", "error_description": "A parameter holds a NUL character."}, status=400
+            )
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
 class ResourceMetadataView(OAuthProtectedResourceMetadataView):
     """RFC 9728 metadata: the protected resource is the MCP server, at either well-known path."""
 
@@ -213,4 +263,13 @@ class ResourceMetadataView(OAuthProtectedResourceMetadataView):
         return "justai-memory"
 
 
-__all__ = ["READ", "WRITE", "ConsentView", "MemoryValidator", "ResourceMetadataView", "connection_for_token"]
+__all__ = [
+    "READ",
+    "WRITE",
+    "ConsentView",
+    "MemoryValidator",
+    "RegistrationView",
+    "ResourceMetadataView",
+    "connection_for_token",
+    "without_nul",
+]

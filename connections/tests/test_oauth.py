@@ -9,7 +9,12 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.utils import timezone
-from oauth2_provider.models import get_access_token_model, get_grant_model, get_refresh_token_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 
 from connections.models import READ, WRITE, Access, Connection
 from connections.oauth import connection_for_token
@@ -221,26 +226,21 @@ def test_the_consent_page_speaks_the_households_language(admin, client_app):
     assert "Erlauben" in page and "Sein Sprachmodell läuft" in page and "Unbekannter Sprecher" in page
 
 
-def test_a_client_registered_for_another_grant_gets_no_token(client):
-    registered = client.post(
-        "/oauth/register/",
-        {
-            "client_name": "Robot",
-            "grant_types": ["client_credentials"],
-            "token_endpoint_auth_method": "client_secret_post",
-        },
-        content_type="application/json",
-    ).json()
-    response = client.post(
-        "/oauth/token/",
-        {
-            "grant_type": "client_credentials",
-            "client_id": registered["client_id"],
-            "client_secret": registered["client_secret"],
-        },
+def test_a_client_made_for_another_grant_gets_no_token(client):
+    """Registration takes only the authorization code flow; a client made otherwise (in the admin) still gets
+    no token without a connection an admin approved."""
+    Application = get_application_model()
+    Application.objects.create(
+        name="Robot",
+        client_id="robot",
+        client_secret="robot-secret",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
     )
+    data = {"grant_type": "client_credentials", "client_id": "robot", "client_secret": "robot-secret"}
+    response = client.post("/oauth/token/", data)
     assert response.status_code in (400, 401) and response.json()["error"] == "unauthorized_client", response.content
-    assert not get_access_token_model().objects.exclude(scope="oauth2_provider:registration").exists()
+    assert not get_access_token_model().objects.exists()
 
 
 def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
