@@ -7,6 +7,7 @@ speaker and a model location (a ``Connection``), the link from the tokens back t
 the lookup the MCP server makes for each bearer token.
 """
 
+import functools
 import hashlib
 from typing import Annotated, Literal
 from urllib.parse import parse_qs, urlparse
@@ -242,6 +243,7 @@ def without_nul(view):
     """A view of the OAuth endpoints that refuses a parameter holding a NUL character (PostgreSQL cannot store
     one, and no identifier, code or token contains one) with the RFCs' ``invalid_request``."""
 
+    @functools.wraps(view)  # keeps the view's csrf_exempt and login_not_required marks
     def wrapped(request, *args, **kwargs):
         values = [*request.GET.values(), *(request.POST.values() if request.method == "POST" else [])]
         if any("\x00" in value for value in values):

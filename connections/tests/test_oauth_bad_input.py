@@ -1,6 +1,7 @@
 """Bad input at every OAuth endpoint: a 4xx (JSON for what a program calls), never a 500, nothing granted."""
 
 import pytest
+from django.test import Client
 from oauth2_provider.models import get_access_token_model, get_application_model, get_grant_model
 
 from connections.models import Connection
@@ -71,6 +72,13 @@ def test_the_authorization_endpoint_refuses_bad_requests_without_redirecting(adm
     assert 400 <= response.status_code < 500, (response.status_code, response.content[:300])
     assert "error" in response.json()
     assert not get_grant_model().objects.exists() and not Connection.objects.exists()
+
+
+def test_programs_call_the_token_revocation_and_registration_endpoints_without_csrf_tokens():
+    client = Client(enforce_csrf_checks=True)  # as a program calls them: no cookie, no CSRF token
+    assert client.post("/oauth/token/", {"grant_type": "authorization_code", "code": "x"}).status_code in (400, 401)
+    assert client.post("/oauth/revoke/", {"token": "x", "client_id": "nope"}).status_code in (400, 401)
+    assert client.post("/oauth/register/", b"{}", content_type="application/json").status_code == 400
 
 
 def test_revocation_and_metadata_refuse_what_they_do_not_serve(client):
