@@ -1,0 +1,190 @@
+"""Home Assistant's own MCP integration (homeassistant.components.mcp) against a running server.
+
+Runs inside Home Assistant's test harness (pytest-homeassistant-custom-component), the way Home
+Assistant's own config-flow tests do, with nothing mocked on the server's side: Home Assistant's
+httpx and aiohttp clients talk to the server over loopback. Only the user is played: the config
+flow's forms are answered with ``async_configure`` and the browser (admin login, consent) with
+httpx (browser.py). See README.md for the setup and the environment variables.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from browser import Consent, authorize
+from homeassistant import config_entries
+from homeassistant.components.application_credentials import (
+    DOMAIN as APPLICATION_CREDENTIALS_DOMAIN,
+)
+from homeassistant.components.application_credentials import (
+    ClientCredential,
+    async_import_client_credential,
+)
+from homeassistant.components.mcp.const import DOMAIN
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.const import CONF_URL
+from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers import llm
+from homeassistant.helpers.config_entry_oauth2_flow import MY_AUTH_CALLBACK_PATH
+from homeassistant.setup import async_setup_component
+from voluptuous_openapi import convert
+
+HERE = Path(__file__).resolve().parent
+AUTH_DOMAIN = "justai_memory"  # the name Home Assistant files the application credential under
+STANDIN = {"client_id": "standin-client", "client_secret": "standin-secret", "user": "admin", "password": "admin-pw"}
+
+
+def say(*args) -> None:
+    print(*args, flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(socket_enabled):
+    """The server under test: HA_MCP_URL and its credentials from the environment, else the stand-in.
+
+    Sockets on (socket_enabled); the harness still lets them reach 127.0.0.1 only.
+    """
+    if os.environ.get("HA_MCP_URL"):
+        yield {
+            "url": os.environ["HA_MCP_URL"],
+            "client_id": os.environ["HA_MCP_CLIENT_ID"],
+            "client_secret": os.environ["HA_MCP_CLIENT_SECRET"],
+            "user": os.environ["HA_MCP_ADMIN_USER"],
+            "password": os.environ["HA_MCP_ADMIN_PASSWORD"],
+            "standin": False,
+        }
+        return
+    port = _free_port()
+    cmd = [sys.executable, str(HERE / "standin_server.py"), "--port", str(port)]
+    cmd += ["--client-id", STANDIN["client_id"], "--client-secret", STANDIN["client_secret"]]
+    cmd += ["--admin-user", STANDIN["user"], "--admin-password", STANDIN["password"]]
+    if os.environ.get("HA_MCP_REQUEST_LOG"):
+        cmd += ["--request-log", os.environ["HA_MCP_REQUEST_LOG"]]
+    proc = subprocess.Popen(cmd)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("the stand-in server did not start")
+        yield {"url": f"http://127.0.0.1:{port}/mcp", **STANDIN, "standin": True}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _step(result, what: str) -> None:
+    shown = {k: result.get(k) for k in ("type", "step_id", "reason", "errors", "menu_options") if result.get(k)}
+    say(f"HA {what}: {shown}")
+
+
+@pytest.mark.usefixtures("current_request")
+async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server) -> None:
+    url = server["url"]
+    say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'})")
+
+    # A default installation has My Home Assistant (default_config), so the redirect URI is my.home-assistant.io's.
+    hass.config.components.add("my")
+    assert await async_setup_component(hass, APPLICATION_CREDENTIALS_DOMAIN, {})
+    await async_import_client_credential(
+        hass, DOMAIN, ClientCredential(server["client_id"], server["client_secret"], "justai-memory"), AUTH_DOMAIN
+    )
+    say("HA application credential imported (client id + secret, as pasted in Settings > Application credentials)")
+
+    result = await hass.config_entries.flow.async_init(DOMAIN, context={"source": config_entries.SOURCE_USER})
+    _step(result, "form")
+    assert result["type"] is FlowResultType.FORM and result["step_id"] == "user"
+
+    # The URL alone: no token, so the server must answer 401 and Home Assistant turns to OAuth discovery.
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {CONF_URL: url})
+    _step(result, "after URL")
+    assert result["type"] is FlowResultType.MENU, result
+    assert result["step_id"] == "credentials_choice"
+    flow = hass.config_entries.flow._progress[result["flow_id"]]
+    say(
+        f"HA discovered: authorize={flow.data['authorization_url']} token={flow.data['token_url']} scope={flow.data['scope']}"
+    )
+
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {"next_step_id": "pick_implementation"})
+    _step(result, "after pick_implementation")
+    assert result["type"] is FlowResultType.EXTERNAL_STEP, result
+    say(f"HA authorize URL: {result['url']}")
+
+    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
+        done = await authorize(
+            browser,
+            result["url"],
+            MY_AUTH_CALLBACK_PATH,
+            server["user"],
+            server["password"],
+            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local"),
+            log=say,
+        )
+    for screen in done.screens:
+        say(f"  screen {screen}")
+    say(f"  redirected to {MY_AUTH_CALLBACK_PATH}?code=...&state=... (error={done.error})")
+    assert done.error is None and done.code and done.state, done
+
+    # my.home-assistant.io forwards the browser to the instance's callback, which resumes the flow.
+    client = await hass_client_no_auth()
+    resp = await client.get("/auth/external/callback", params={"code": done.code, "state": done.state})
+    say(f"HA GET /auth/external/callback -> {resp.status}")
+    assert resp.status == 200
+
+    # The code is exchanged at the server's token endpoint for real, then the server is connected with the token.
+    result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    _step(result, "after token exchange")
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result
+    entry = result["result"]
+    token = entry.data["token"]
+    say(f"HA entry created: title={entry.title!r} unique_id={entry.unique_id!r}")
+    say(
+        f"  token: type={token.get('token_type')} expires_in={token.get('expires_in')} scope={token.get('scope')!r} "
+        f"refresh_token={'yes' if token.get('refresh_token') else 'no'}"
+    )
+
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED, entry.state
+    api = await llm.async_get_api(
+        hass, f"{DOMAIN}-{entry.entry_id}", llm.LLMContext("test", None, "en", "conversation", None)
+    )
+    say(f"HA llm API {api.api.name!r}: {len(api.tools)} tools: {[t.name for t in api.tools]}")
+    for tool in api.tools:
+        schema = convert(tool.parameters, custom_serializer=api.custom_serializer)
+        say(f"  {tool.name}: {json.dumps(schema)} -- {tool.description}")
+
+    query = os.environ.get("HA_MCP_QUERY", "What do we know about the kitchen?")
+    answer = await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+    shown = json.dumps(answer, ensure_ascii=False)
+    say(f"HA memory_recall({query!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
+    assert not answer.get("isError"), answer
+
+    # Expire the token: Home Assistant refreshes it at the token endpoint before the next call.
+    old = entry.data["token"]["access_token"]
+    hass.config_entries.async_update_entry(
+        entry, data={**entry.data, "token": {**entry.data["token"], "expires_at": time.time() - 60}}
+    )
+    answer = await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+    new = entry.data["token"]["access_token"]
+    say(
+        f"HA refreshed the token ({'new access token' if new != old else 'SAME access token'}); recall again -> "
+        f"isError={answer.get('isError', False)}"
+    )
+    assert new != old and not answer.get("isError"), answer
