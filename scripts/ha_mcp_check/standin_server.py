@@ -75,6 +75,7 @@ def build_app(args) -> Starlette:
                 "issuer": o,
                 "authorization_endpoint": f"{o}/oauth/authorize/",
                 "token_endpoint": f"{o}/oauth/token/",
+                "revocation_endpoint": f"{o}/oauth/revoke/",
                 "scopes_supported": SCOPES,
                 "response_types_supported": ["code"],
                 "grant_types_supported": ["authorization_code", "refresh_token"],
@@ -200,6 +201,14 @@ def build_app(args) -> Starlette:
         grant["issued"] = time.time()
         return JSONResponse(issue(grant))
 
+    async def revoke(request: Request) -> Response:
+        form = await request.form()
+        if form.get("client_id") != args.client_id or form.get("client_secret") != args.client_secret:
+            return JSONResponse({"error": "invalid_client"}, status_code=401)
+        st.tokens.pop(form.get("token", ""), None)
+        st.refresh.pop(form.get("token", ""), None)
+        return Response(status_code=200)
+
     mcp_app = mcp.streamable_http_app()
 
     class GuardedMcp:
@@ -224,6 +233,7 @@ def build_app(args) -> Starlette:
             Route("/admin/login/", login, methods=["GET", "POST"]),
             Route("/oauth/authorize/", authorize, methods=["GET", "POST"]),
             Route("/oauth/token/", token, methods=["POST"]),
+            Route("/oauth/revoke/", revoke, methods=["POST"]),
             Route("/mcp", GuardedMcp(), methods=["GET", "POST", "DELETE"]),
         ],
         lifespan=lambda app: mcp.session_manager.run(),

@@ -31,6 +31,7 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import CONF_URL
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 from homeassistant.helpers.config_entry_oauth2_flow import MY_AUTH_CALLBACK_PATH
 from homeassistant.setup import async_setup_component
@@ -188,3 +189,31 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
         f"isError={answer.get('isError', False)}"
     )
     assert new != old and not answer.get("isError"), answer
+
+    # Revoke the access token (RFC 7009, what revoking the grant does to it): the next tool call fails with
+    # the 401 and the next tool list makes Home Assistant ask the user to re-authenticate.
+    origin = url.split("/mcp")[0]
+    async with httpx.AsyncClient(timeout=30) as plain:
+        metadata = (await plain.get(f"{origin}/.well-known/oauth-authorization-server")).json()
+        if "revocation_endpoint" not in metadata:
+            say("server metadata has no revocation_endpoint: revocation not checked")
+            return
+        revoked = await plain.post(
+            metadata["revocation_endpoint"],
+            data={
+                "token": new,
+                "token_type_hint": "access_token",
+                "client_id": server["client_id"],
+                "client_secret": server["client_secret"],
+            },
+        )
+    say(f"revoked the access token at {metadata['revocation_endpoint']} -> {revoked.status_code}")
+    assert revoked.status_code == 200, revoked.text
+    with pytest.raises(HomeAssistantError) as failed:
+        await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+    say(f"HA memory_recall after the revocation -> {type(failed.value).__name__}: {failed.value}")
+    await entry.runtime_data.async_refresh()
+    await hass.async_block_till_done()
+    sources = [flow["context"]["source"] for flow in hass.config_entries.flow.async_progress_by_handler(DOMAIN)]
+    say(f"HA tool list after the revocation -> flows in progress: {sources}")
+    assert config_entries.SOURCE_REAUTH in sources
