@@ -96,7 +96,33 @@ def _step(result, what: str) -> None:
     say(f"HA {what}: {shown}")
 
 
-@pytest.mark.usefixtures("current_request")
+def _without(schema, keywords: set[str]):
+    if isinstance(schema, dict):
+        return {k: _without(v, keywords) for k, v in schema.items() if k not in keywords}
+    if isinstance(schema, list):
+        return [_without(v, keywords) for v in schema]
+    return schema
+
+
+@pytest.fixture
+def strip_unsupported(monkeypatch):
+    """HA_MCP_STRIP_UNSUPPORTED=1: what the check would see if the server left out the schema keywords
+    voluptuous_openapi rejects (a diagnosis only: Home Assistant itself fails the whole entry on them)."""
+    if not os.environ.get("HA_MCP_STRIP_UNSUPPORTED"):
+        return
+    from homeassistant.components.mcp import coordinator
+    from voluptuous_openapi import OPENAPI_UNSUPPORTED_KEYWORDS, convert_to_voluptuous
+
+    def lenient(schema):
+        stripped = _without(schema, OPENAPI_UNSUPPORTED_KEYWORDS)
+        if stripped != schema:
+            say(f"DIAGNOSIS: left {sorted(OPENAPI_UNSUPPORTED_KEYWORDS)} out of an input schema")
+        return convert_to_voluptuous(stripped)
+
+    monkeypatch.setattr(coordinator, "convert_to_voluptuous", lenient)
+
+
+@pytest.mark.usefixtures("current_request", "strip_unsupported")
 async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server) -> None:
     url = server["url"]
     say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'})")
@@ -162,7 +188,8 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     )
 
     await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED, entry.state
+    say(f"HA entry setup: {entry.state.value}{f' ({entry.reason})' if entry.reason else ''}")
+    assert entry.state is ConfigEntryState.LOADED, entry.reason
     api = await llm.async_get_api(
         hass, f"{DOMAIN}-{entry.entry_id}", llm.LLMContext("test", None, "en", "conversation", None)
     )
@@ -176,6 +203,11 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     shown = json.dumps(answer, ensure_ascii=False)
     say(f"HA memory_recall({query!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
     assert not answer.get("isError"), answer
+    # The grant's room decides what is found (run_against.sh: the kitchen's memory, not the living room's).
+    if expected := os.environ.get("HA_MCP_EXPECT"):
+        assert expected in shown, f"{expected!r} not in the recall"
+    if rejected := os.environ.get("HA_MCP_REJECT"):
+        assert rejected not in shown, f"{rejected!r} in the recall"
 
     # Expire the token: Home Assistant refreshes it at the token endpoint before the next call.
     old = entry.data["token"]["access_token"]
