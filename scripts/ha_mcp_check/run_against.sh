@@ -3,7 +3,7 @@
 #
 # Starts the service (the supervisor: embedded PostgreSQL, migrations, web) on a free loopback port
 # with a data folder of its own, adds an admin, two rooms, a person, a memory in the kitchen and an
-# OAuth client for https://my.home-assistant.io/redirect/oauth, runs the Home Assistant check
+# OAuth client for Home Assistant's two redirect URIs, runs the Home Assistant check
 # (README.md), then stops the service and keeps the data folder's log.
 #
 #   scripts/ha_mcp_check/run_against.sh [CHECKOUT]
@@ -61,7 +61,9 @@ memory_remember(content='The spare key for the garage is under the living room p
                 room=living, scope='room', source_ref='ha-check')
 print('memories stored')
 "
-CLIENT=$(manage oauth_client --name "Home Assistant" --redirect-uri https://my.home-assistant.io/redirect/oauth 2>/dev/null)
+# Both redirect URIs Home Assistant uses: with My Home Assistant, and without it (test_ha_flow.py's LOCAL_HA).
+CLIENT=$(manage oauth_client --name "Home Assistant" --redirect-uri https://my.home-assistant.io/redirect/oauth \
+  --redirect-uri http://homeassistant.local:8123/auth/external/callback 2>/dev/null)
 CLIENT_ID=$(sed -n 's/^client_id: //p' <<<"$CLIENT")
 CLIENT_SECRET=$(sed -n 's/^client_secret: //p' <<<"$CLIENT")
 [ -n "$CLIENT_ID" ] && [ -n "$CLIENT_SECRET" ] || { echo "oauth_client printed: $CLIENT" >&2; exit 1; }

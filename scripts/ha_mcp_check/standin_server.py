@@ -121,7 +121,7 @@ def build_app(args) -> Starlette:
             return RedirectResponse("/admin/login/?" + urlencode({"next": nxt}), status_code=302)
         if request.method == "GET":
             q = request.query_params
-            if q.get("client_id") != args.client_id or q.get("redirect_uri") != args.redirect_uri:
+            if q.get("client_id") != args.client_id or q.get("redirect_uri") not in args.redirect_uri:
                 return Response("unknown client or redirect_uri", status_code=400)
             hidden = "".join(
                 f'<input type="hidden" name="{k}" value="{html.escape(q.get(k, ""))}">'
@@ -285,11 +285,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--client-secret", required=True)
-    parser.add_argument("--redirect-uri", default="https://my.home-assistant.io/redirect/oauth")
+    parser.add_argument("--redirect-uri", action="append", help="repeatable; default: My Home Assistant's")
     parser.add_argument("--admin-user", default="admin")
     parser.add_argument("--admin-password", default="admin-pw")
     parser.add_argument("--request-log", help="write every request received, one JSON line each, to this file")
     args = parser.parse_args()
+    args.redirect_uri = args.redirect_uri or ["https://my.home-assistant.io/redirect/oauth"]
     logging.getLogger("mcp").setLevel(logging.WARNING)
     app = build_app(args)
     if args.request_log:

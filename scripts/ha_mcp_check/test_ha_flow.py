@@ -14,9 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest.mock import patch
 
 import httpx
 import pytest
+from aiohttp.test_utils import make_mocked_request
 from browser import Consent, authorize
 from homeassistant import config_entries
 from homeassistant.components.application_credentials import (
@@ -39,6 +41,7 @@ from voluptuous_openapi import convert
 
 HERE = Path(__file__).resolve().parent
 AUTH_DOMAIN = "justai_memory"  # the name Home Assistant files the application credential under
+LOCAL_HA = "http://homeassistant.local:8123"  # Home Assistant without My Home Assistant
 STANDIN = {"client_id": "standin-client", "client_secret": "standin-secret", "user": "admin", "password": "admin-pw"}
 
 
@@ -72,6 +75,7 @@ def server(socket_enabled):
     cmd = [sys.executable, str(HERE / "standin_server.py"), "--port", str(port)]
     cmd += ["--client-id", STANDIN["client_id"], "--client-secret", STANDIN["client_secret"]]
     cmd += ["--admin-user", STANDIN["user"], "--admin-password", STANDIN["password"]]
+    cmd += ["--redirect-uri", MY_AUTH_CALLBACK_PATH, "--redirect-uri", f"{LOCAL_HA}/auth/external/callback"]
     if os.environ.get("HA_MCP_REQUEST_LOG"):
         cmd += ["--request-log", os.environ["HA_MCP_REQUEST_LOG"]]
     proc = subprocess.Popen(cmd)
@@ -122,13 +126,56 @@ def strip_unsupported(monkeypatch):
     monkeypatch.setattr(coordinator, "convert_to_voluptuous", lenient)
 
 
-@pytest.mark.usefixtures("current_request", "strip_unsupported")
-async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server) -> None:
-    url = server["url"]
-    say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'})")
+@pytest.fixture(params=["my", "local"])
+def redirect_uri(request, hass: HomeAssistant):
+    """Where the server sends the browser back: My Home Assistant (a default installation: default_config loads
+    "my"), or, without it, the address the user opened Home Assistant at (its frontend's HA-Frontend-Base)."""
+    if request.param == "my":
+        hass.config.components.add("my")
+        headers = {"Host": "homeassistant.local:8123"}
+        uri = MY_AUTH_CALLBACK_PATH
+    else:
+        headers = {"Host": "homeassistant.local:8123", "HA-Frontend-Base": LOCAL_HA}
+        uri = f"{LOCAL_HA}/auth/external/callback"
+    # The setup is driven from the frontend, so the flow runs inside an HTTP request (a single credential is
+    # then picked without asking).
+    with patch("homeassistant.helpers.http.current_request") as current:
+        current.get.return_value = make_mocked_request("GET", "/api/config/config_entries/flow", headers=headers)
+        yield uri
 
-    # A default installation has My Home Assistant (default_config), so the redirect URI is my.home-assistant.io's.
-    hass.config.components.add("my")
+
+async def _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri: str):
+    """The external step: the user's browser at the server, then back at Home Assistant's callback."""
+    assert result["type"] is FlowResultType.EXTERNAL_STEP, result
+    say(f"HA authorize URL: {result['url']}")
+    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
+        done = await authorize(
+            browser,
+            result["url"],
+            redirect_uri,
+            server["user"],
+            server["password"],
+            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local"),
+            log=say,
+        )
+    for screen in done.screens:
+        say(f"  screen {screen}")
+    say(f"  redirected to {redirect_uri}?code=...&state=... (error={done.error})")
+    assert done.error is None and done.code and done.state, done
+    # My Home Assistant forwards the browser to the instance's callback (without it, the server sent it there).
+    client = await hass_client_no_auth()
+    resp = await client.get("/auth/external/callback", params={"code": done.code, "state": done.state})
+    say(f"HA GET /auth/external/callback -> {resp.status}")
+    assert resp.status == 200
+    # The code is exchanged at the server's token endpoint for real, then the server is connected with the token.
+    return await hass.config_entries.flow.async_configure(result["flow_id"])
+
+
+@pytest.mark.usefixtures("strip_unsupported")
+async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
+    url = server["url"]
+    say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'}), redirect URI {redirect_uri}")
+
     assert await async_setup_component(hass, APPLICATION_CREDENTIALS_DOMAIN, {})
     await async_import_client_credential(
         hass, DOMAIN, ClientCredential(server["client_id"], server["client_secret"], "justai-memory"), AUTH_DOMAIN
@@ -146,37 +193,13 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     assert result["step_id"] == "credentials_choice"
     flow = hass.config_entries.flow._progress[result["flow_id"]]
     say(
-        f"HA discovered: authorize={flow.data['authorization_url']} token={flow.data['token_url']} scope={flow.data['scope']}"
+        f"HA discovered: authorize={flow.data['authorization_url']} token={flow.data['token_url']} "
+        f"scope={flow.data['scope']}"
     )
 
     result = await hass.config_entries.flow.async_configure(result["flow_id"], {"next_step_id": "pick_implementation"})
     _step(result, "after pick_implementation")
-    assert result["type"] is FlowResultType.EXTERNAL_STEP, result
-    say(f"HA authorize URL: {result['url']}")
-
-    async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
-        done = await authorize(
-            browser,
-            result["url"],
-            MY_AUTH_CALLBACK_PATH,
-            server["user"],
-            server["password"],
-            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local"),
-            log=say,
-        )
-    for screen in done.screens:
-        say(f"  screen {screen}")
-    say(f"  redirected to {MY_AUTH_CALLBACK_PATH}?code=...&state=... (error={done.error})")
-    assert done.error is None and done.code and done.state, done
-
-    # my.home-assistant.io forwards the browser to the instance's callback, which resumes the flow.
-    client = await hass_client_no_auth()
-    resp = await client.get("/auth/external/callback", params={"code": done.code, "state": done.state})
-    say(f"HA GET /auth/external/callback -> {resp.status}")
-    assert resp.status == 200
-
-    # The code is exchanged at the server's token endpoint for real, then the server is connected with the token.
-    result = await hass.config_entries.flow.async_configure(result["flow_id"])
+    result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
     _step(result, "after token exchange")
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
     entry = result["result"]
@@ -190,16 +213,16 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     await hass.async_block_till_done()
     say(f"HA entry setup: {entry.state.value}{f' ({entry.reason})' if entry.reason else ''}")
     assert entry.state is ConfigEntryState.LOADED, entry.reason
-    api = await llm.async_get_api(
-        hass, f"{DOMAIN}-{entry.entry_id}", llm.LLMContext("test", None, "en", "conversation", None)
-    )
+    llm_context = llm.LLMContext("test", None, "en", "conversation", None)
+    api = await llm.async_get_api(hass, f"{DOMAIN}-{entry.entry_id}", llm_context)
     say(f"HA llm API {api.api.name!r}: {len(api.tools)} tools: {[t.name for t in api.tools]}")
     for tool in api.tools:
         schema = convert(tool.parameters, custom_serializer=api.custom_serializer)
         say(f"  {tool.name}: {json.dumps(schema)} -- {tool.description}")
 
     query = os.environ.get("HA_MCP_QUERY", "What do we know about the kitchen?")
-    answer = await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+    recall = llm.ToolInput(tool_name="memory_recall", tool_args={"query": query})
+    answer = await api.async_call_tool(recall)
     shown = json.dumps(answer, ensure_ascii=False)
     say(f"HA memory_recall({query!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
     assert not answer.get("isError"), answer
@@ -214,7 +237,7 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     hass.config_entries.async_update_entry(
         entry, data={**entry.data, "token": {**entry.data["token"], "expires_at": time.time() - 60}}
     )
-    answer = await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+    answer = await api.async_call_tool(recall)
     new = entry.data["token"]["access_token"]
     say(
         f"HA refreshed the token ({'new access token' if new != old else 'SAME access token'}); recall again -> "
@@ -242,10 +265,25 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     say(f"revoked the access token at {metadata['revocation_endpoint']} -> {revoked.status_code}")
     assert revoked.status_code == 200, revoked.text
     with pytest.raises(HomeAssistantError) as failed:
-        await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": query}))
+        await api.async_call_tool(recall)
     say(f"HA memory_recall after the revocation -> {type(failed.value).__name__}: {failed.value}")
     await entry.runtime_data.async_refresh()
     await hass.async_block_till_done()
-    sources = [flow["context"]["source"] for flow in hass.config_entries.flow.async_progress_by_handler(DOMAIN)]
-    say(f"HA tool list after the revocation -> flows in progress: {sources}")
-    assert config_entries.SOURCE_REAUTH in sources
+    reauth = [
+        f for f in hass.config_entries.flow.async_progress_by_handler(DOMAIN) if f["context"]["source"] == "reauth"
+    ]
+    say(f"HA tool list after the revocation -> re-authentication flows: {len(reauth)}")
+    assert len(reauth) == 1
+
+    # The user approves again: the same authorize, consent and token steps; the entry is updated and reloaded.
+    result = await hass.config_entries.flow.async_configure(reauth[0]["flow_id"], {})
+    _step(result, "reauth confirmed")
+    result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
+    _step(result, "after the second token exchange")
+    assert result["type"] is FlowResultType.ABORT and result["reason"] == "reauth_successful", result
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED, entry.reason
+    api = await llm.async_get_api(hass, f"{DOMAIN}-{entry.entry_id}", llm_context)
+    answer = await api.async_call_tool(recall)
+    say(f"HA memory_recall after re-authentication -> isError={answer.get('isError', False)}")
+    assert not answer.get("isError"), answer
