@@ -113,6 +113,7 @@ class Consent:
     speaker: str | None = None
     model_location: str = "local"
     scope: str | None = None  # None: leave what the page proposes
+    allow: bool = True  # False: the other submit button (Deny)
 
 
 @dataclass
@@ -190,7 +191,13 @@ async def authorize(
             allow = next((b for b in grant.buttons if b["name"] == "allow"), None)
             if allow is None:
                 raise AssertionError(f"the consent form has no submit button named allow: {grant.buttons}")
-            data[allow["name"]] = allow["value"]
+            if consent.allow:
+                data[allow["name"]] = allow["value"]
+            else:  # the Deny button: a submit without a name adds nothing to the form data
+                data.pop(allow["name"], None)
+                deny = [b for b in grant.buttons if b["name"] != "allow"]
+                if deny:
+                    data[deny[0]["name"]] = deny[0]["value"]
             log(f"  consent form fields sent: { {k: v for k, v in data.items() if k != 'csrfmiddlewaretoken'} }")
             method, url, consented = "POST", urljoin(str(resp.url), grant.action), True
             continue

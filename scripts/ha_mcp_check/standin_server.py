@@ -146,7 +146,7 @@ def build_app(args) -> Starlette:
                 '<input type="radio" name="model_location" value="local" checked>'
                 '<input type="radio" name="model_location" value="cloud">'
                 f'<input type="hidden" name="scope" value="{html.escape(q.get("scope", " ".join(SCOPES)))}">'
-                '<input type="submit" name="allow" value="Allow"></form>'
+                '<input type="submit" name="allow" value="Allow"><input type="submit" value="Deny"></form>'
             )
             return HTMLResponse(page)
         form = await request.form()

@@ -144,7 +144,7 @@ def redirect_uri(request, hass: HomeAssistant):
         yield uri
 
 
-async def _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri: str):
+async def _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri: str, *, allow=True):
     """The external step: the user's browser at the server, then back at Home Assistant's callback."""
     assert result["type"] is FlowResultType.EXTERNAL_STEP, result
     say(f"HA authorize URL: {result['url']}")
@@ -155,27 +155,31 @@ async def _authorize_and_return(hass, hass_client_no_auth, result, server, redir
             redirect_uri,
             server["user"],
             server["password"],
-            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local"),
+            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local", allow=allow),
             log=say,
         )
     for screen in done.screens:
         say(f"  screen {screen}")
-    say(f"  redirected to {redirect_uri}?code=...&state=... (error={done.error})")
-    assert done.error is None and done.code and done.state, done
+    say(f"  redirected to {redirect_uri}?{'code=...' if done.code else f'error={done.error}'}&state=...")
+    if allow:
+        assert done.error is None and done.code and done.state, done
+        returned = {"code": done.code, "state": done.state}
+    else:
+        assert done.error == "access_denied" and not done.code and done.state, done
+        returned = {"error": done.error, "state": done.state}
     # My Home Assistant forwards the browser to the instance's callback (without it, the server sent it there).
     client = await hass_client_no_auth()
-    resp = await client.get("/auth/external/callback", params={"code": done.code, "state": done.state})
+    resp = await client.get("/auth/external/callback", params=returned)
     say(f"HA GET /auth/external/callback -> {resp.status}")
     assert resp.status == 200
     # The code is exchanged at the server's token endpoint for real, then the server is connected with the token.
     return await hass.config_entries.flow.async_configure(result["flow_id"])
 
 
-@pytest.mark.usefixtures("strip_unsupported")
-async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
+async def _start(hass: HomeAssistant, server, redirect_uri: str):
+    """From "add integration" to the external step: the URL alone, the 401, discovery, the credential."""
     url = server["url"]
     say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'}), redirect URI {redirect_uri}")
-
     assert await async_setup_component(hass, APPLICATION_CREDENTIALS_DOMAIN, {})
     await async_import_client_credential(
         hass, DOMAIN, ClientCredential(server["client_id"], server["client_secret"], "justai-memory"), AUTH_DOMAIN
@@ -199,6 +203,23 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
 
     result = await hass.config_entries.flow.async_configure(result["flow_id"], {"next_step_id": "pick_implementation"})
     _step(result, "after pick_implementation")
+    return result
+
+
+@pytest.mark.usefixtures("strip_unsupported")
+async def test_deny(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
+    """The admin presses Deny: the server sends error=access_denied back, Home Assistant ends the setup."""
+    result = await _start(hass, server, redirect_uri)
+    result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri, allow=False)
+    _step(result, "after Deny")
+    assert result["type"] is FlowResultType.ABORT and result["reason"] == "user_rejected_authorize", result
+    assert not hass.config_entries.async_entries(DOMAIN)
+
+
+@pytest.mark.usefixtures("strip_unsupported")
+async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
+    url = server["url"]
+    result = await _start(hass, server, redirect_uri)
     result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
     _step(result, "after token exchange")
     assert result["type"] is FlowResultType.CREATE_ENTRY, result
