@@ -42,6 +42,7 @@ from voluptuous_openapi import convert
 HERE = Path(__file__).resolve().parent
 AUTH_DOMAIN = "justai_memory"  # the name Home Assistant files the application credential under
 LOCAL_HA = "http://homeassistant.local:8123"  # Home Assistant without My Home Assistant
+QUERY = os.environ.get("HA_MCP_QUERY", "What do we know about the kitchen?")
 STANDIN = {"client_id": "standin-client", "client_secret": "standin-secret", "user": "admin", "password": "admin-pw"}
 
 
@@ -216,9 +217,44 @@ async def test_deny(hass: HomeAssistant, hass_client_no_auth, server, redirect_u
     assert not hass.config_entries.async_entries(DOMAIN)
 
 
+async def _loaded_api(hass: HomeAssistant, entry) -> llm.APIInstance:
+    """The entry set up (its tools listed and converted) and its tools as a conversation agent gets them."""
+    await hass.async_block_till_done()
+    say(f"HA entry setup: {entry.state.value}{f' ({entry.reason})' if entry.reason else ''}")
+    assert entry.state is ConfigEntryState.LOADED, entry.reason
+    llm_context = llm.LLMContext("test", None, "en", "conversation", None)
+    return await llm.async_get_api(hass, f"{DOMAIN}-{entry.entry_id}", llm_context)
+
+
+async def _recall(api: llm.APIInstance) -> str:
+    """memory_recall as the model calls it; the JSON the model reads."""
+    answer = await api.async_call_tool(llm.ToolInput(tool_name="memory_recall", tool_args={"query": QUERY}))
+    shown = json.dumps(answer, ensure_ascii=False)
+    assert not answer.get("isError"), answer
+    return shown
+
+
+async def _revoke(url: str, server, token: str) -> None:
+    """Revoke an access token at the metadata's revocation_endpoint (RFC 7009, client_secret_post)."""
+    origin = url.split("/mcp")[0]
+    async with httpx.AsyncClient(timeout=30) as plain:
+        metadata = (await plain.get(f"{origin}/.well-known/oauth-authorization-server")).json()
+        assert "revocation_endpoint" in metadata, metadata
+        revoked = await plain.post(
+            metadata["revocation_endpoint"],
+            data={
+                "token": token,
+                "token_type_hint": "access_token",
+                "client_id": server["client_id"],
+                "client_secret": server["client_secret"],
+            },
+        )
+    say(f"revoked the access token at {metadata['revocation_endpoint']} -> {revoked.status_code}")
+    assert revoked.status_code == 200, revoked.text
+
+
 @pytest.mark.usefixtures("strip_unsupported")
 async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
-    url = server["url"]
     result = await _start(hass, server, redirect_uri)
     result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
     _step(result, "after token exchange")
@@ -231,22 +267,13 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
         f"refresh_token={'yes' if token.get('refresh_token') else 'no'}"
     )
 
-    await hass.async_block_till_done()
-    say(f"HA entry setup: {entry.state.value}{f' ({entry.reason})' if entry.reason else ''}")
-    assert entry.state is ConfigEntryState.LOADED, entry.reason
-    llm_context = llm.LLMContext("test", None, "en", "conversation", None)
-    api = await llm.async_get_api(hass, f"{DOMAIN}-{entry.entry_id}", llm_context)
+    api = await _loaded_api(hass, entry)
     say(f"HA llm API {api.api.name!r}: {len(api.tools)} tools: {[t.name for t in api.tools]}")
     for tool in api.tools:
         schema = convert(tool.parameters, custom_serializer=api.custom_serializer)
         say(f"  {tool.name}: {json.dumps(schema)} -- {tool.description}")
-
-    query = os.environ.get("HA_MCP_QUERY", "What do we know about the kitchen?")
-    recall = llm.ToolInput(tool_name="memory_recall", tool_args={"query": query})
-    answer = await api.async_call_tool(recall)
-    shown = json.dumps(answer, ensure_ascii=False)
-    say(f"HA memory_recall({query!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
-    assert not answer.get("isError"), answer
+    shown = await _recall(api)
+    say(f"HA memory_recall({QUERY!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
     # The grant's room decides what is found (run_against.sh: the kitchen's memory, not the living room's).
     if expected := os.environ.get("HA_MCP_EXPECT"):
         assert expected in shown, f"{expected!r} not in the recall"
@@ -258,35 +285,16 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     hass.config_entries.async_update_entry(
         entry, data={**entry.data, "token": {**entry.data["token"], "expires_at": time.time() - 60}}
     )
-    answer = await api.async_call_tool(recall)
+    await _recall(api)
     new = entry.data["token"]["access_token"]
-    say(
-        f"HA refreshed the token ({'new access token' if new != old else 'SAME access token'}); recall again -> "
-        f"isError={answer.get('isError', False)}"
-    )
-    assert new != old and not answer.get("isError"), answer
+    say(f"HA refreshed the token ({'new access token' if new != old else 'SAME access token'}); recall again: fine")
+    assert new != old
 
-    # Revoke the access token (RFC 7009, what revoking the grant does to it): the next tool call fails with
-    # the 401 and the next tool list makes Home Assistant ask the user to re-authenticate.
-    origin = url.split("/mcp")[0]
-    async with httpx.AsyncClient(timeout=30) as plain:
-        metadata = (await plain.get(f"{origin}/.well-known/oauth-authorization-server")).json()
-        if "revocation_endpoint" not in metadata:
-            say("server metadata has no revocation_endpoint: revocation not checked")
-            return
-        revoked = await plain.post(
-            metadata["revocation_endpoint"],
-            data={
-                "token": new,
-                "token_type_hint": "access_token",
-                "client_id": server["client_id"],
-                "client_secret": server["client_secret"],
-            },
-        )
-    say(f"revoked the access token at {metadata['revocation_endpoint']} -> {revoked.status_code}")
-    assert revoked.status_code == 200, revoked.text
+    # Revoked (what revoking the grant does to its access token): the next tool call fails with the 401 and
+    # the next tool list makes Home Assistant ask the user to re-authenticate.
+    await _revoke(server["url"], server, new)
     with pytest.raises(HomeAssistantError) as failed:
-        await api.async_call_tool(recall)
+        await _recall(api)
     say(f"HA memory_recall after the revocation -> {type(failed.value).__name__}: {failed.value}")
     await entry.runtime_data.async_refresh()
     await hass.async_block_till_done()
@@ -302,9 +310,5 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
     _step(result, "after the second token exchange")
     assert result["type"] is FlowResultType.ABORT and result["reason"] == "reauth_successful", result
-    await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED, entry.reason
-    api = await llm.async_get_api(hass, f"{DOMAIN}-{entry.entry_id}", llm_context)
-    answer = await api.async_call_tool(recall)
-    say(f"HA memory_recall after re-authentication -> isError={answer.get('isError', False)}")
-    assert not answer.get("isError"), answer
+    await _recall(await _loaded_api(hass, entry))
+    say("HA memory_recall after re-authentication: fine")
