@@ -26,6 +26,10 @@ class Form:
     def names(self) -> set[str]:
         return {i["name"] for i in self.inputs} | set(self.selects) | {b["name"] for b in self.buttons}
 
+    def values(self, name: str) -> list[str]:
+        """Every value the form's inputs of this name carry (e.g. the admin changelist's row checkboxes)."""
+        return [i["value"] for i in self.inputs if i["name"] == name]
+
     def defaults(self) -> dict[str, str]:
         """What a browser would send without the user touching anything (submit buttons left out)."""
         data: dict[str, str] = {}
@@ -212,3 +216,33 @@ def _origin(url: str) -> str:
 
 def _short(url: str) -> str:
     return url if len(url) <= 140 else url[:137] + "..."
+
+
+async def admin_action(
+    client: httpx.AsyncClient, changelist_url: str, username: str, password: str, action_label: str, log=print
+) -> str:
+    """Run a Django admin changelist action on every row shown (logging in first when asked); the page after it."""
+    resp = await client.get(changelist_url)
+    for _ in range(MAX_STEPS):
+        if resp.is_redirect:
+            resp = await client.get(urljoin(str(resp.url), resp.headers["location"]))
+            continue
+        forms, text = parse(resp.text)
+        login = next((f for f in forms if "password" in f.names()), None)
+        if login is None:
+            break
+        data = login.defaults() | {"username": username, "password": password}
+        url = urljoin(str(resp.url), login.action)
+        resp = await client.post(url, data=data, headers={"Referer": url, "Origin": _origin(url)})
+    assert resp.status_code == 200, f"{changelist_url}: {resp.status_code} {resp.text[:500]}"
+    forms, text = parse(resp.text)
+    changelist = next((f for f in forms if "action" in f.selects), None)
+    assert changelist is not None, f"no action form at {changelist_url}: {text[:500]}"
+    action = next((v for v, label, _ in changelist.selects["action"] if action_label in label), None)
+    assert action, f"no action {action_label!r}: {changelist.selects['action']}"
+    rows = changelist.values("_selected_action")
+    data = changelist.defaults() | {"action": action, "_selected_action": rows, "index": "0"}
+    url = urljoin(str(resp.url), changelist.action)
+    done = await client.post(url, data=data, headers={"Referer": url, "Origin": _origin(url)}, follow_redirects=True)
+    log(f"  admin: {action_label!r} on {len(rows)} rows -> {done.status_code}")
+    return parse(done.text)[1]

@@ -205,8 +205,11 @@ def build_app(args) -> Starlette:
         form = await request.form()
         if form.get("client_id") != args.client_id or form.get("client_secret") != args.client_secret:
             return JSONResponse({"error": "invalid_client"}, status_code=401)
-        st.tokens.pop(form.get("token", ""), None)
-        st.refresh.pop(form.get("token", ""), None)
+        # As revoking a grant in the admin: every token of the grant ends, the refresh tokens too.
+        grant = st.tokens.get(form.get("token", "")) or st.refresh.get(form.get("token", ""))
+        for table in (st.tokens, st.refresh):
+            for key in [k for k, v in table.items() if v is grant]:
+                del table[key]
         return Response(status_code=200)
 
     mcp_app = mcp.streamable_http_app()
