@@ -65,6 +65,10 @@ def build_app(args) -> Starlette:
             f"model {grant['model_location']}, scope {grant['scope']}"
         )
 
+    @mcp.tool(name="memory_remember", description="Stand-in remember: keeps nothing, says what it got.")
+    def memory_remember(content: str, ctx: Context, scope: str = "shared") -> str:
+        return f"stand-in remembered {content!r} ({scope})"
+
     def origin(request: Request) -> str:
         return f"{request.url.scheme}://{request.url.netloc}"
 

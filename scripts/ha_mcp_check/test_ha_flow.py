@@ -130,7 +130,7 @@ def strip_unsupported(monkeypatch):
     monkeypatch.setattr(coordinator, "convert_to_voluptuous", lenient)
 
 
-@pytest.fixture(params=["my", "local"])
+@pytest.fixture(params=os.environ.get("HA_MCP_REDIRECTS", "my,local").split(","))
 def redirect_uri(request, hass: HomeAssistant):
     """Where the server sends the browser back: My Home Assistant (a default installation: default_config loads
     "my"), or, without it, the address the user opened Home Assistant at (its frontend's HA-Frontend-Base)."""
@@ -237,9 +237,10 @@ async def _recall(api: llm.APIInstance) -> str:
     return shown
 
 
-async def _revoke(url: str, server, token: str) -> None:
+async def _revoke(url: str, server, token: dict) -> None:
     """Revoke the grant as the household does (HA_MCP_REVOKE_ADMIN: the admin changelist of the grants and its
-    revoke action, run on every row), else the access token at the metadata's revocation_endpoint (RFC 7009)."""
+    revoke action, run on every row), else both of Home Assistant's tokens at the metadata's revocation_endpoint
+    (RFC 7009; what revoking a grant does to them)."""
     origin = url.split("/mcp")[0]
     if changelist := os.environ.get("HA_MCP_REVOKE_ADMIN"):
         async with httpx.AsyncClient(follow_redirects=False, timeout=30) as browser:
@@ -252,17 +253,26 @@ async def _revoke(url: str, server, token: str) -> None:
     async with httpx.AsyncClient(timeout=30) as plain:
         metadata = (await plain.get(f"{origin}/.well-known/oauth-authorization-server")).json()
         assert "revocation_endpoint" in metadata, metadata
-        revoked = await plain.post(
-            metadata["revocation_endpoint"],
-            data={
-                "token": token,
-                "token_type_hint": "access_token",
-                "client_id": server["client_id"],
-                "client_secret": server["client_secret"],
-            },
-        )
-    say(f"revoked the access token at {metadata['revocation_endpoint']} -> {revoked.status_code}")
-    assert revoked.status_code == 200, revoked.text
+        for kind in ("refresh_token", "access_token"):
+            revoked = await plain.post(
+                metadata["revocation_endpoint"],
+                data={
+                    "token": token[kind],
+                    "token_type_hint": kind,
+                    "client_id": server["client_id"],
+                    "client_secret": server["client_secret"],
+                },
+            )
+            say(f"revoked the {kind} at {metadata['revocation_endpoint']} -> {revoked.status_code}")
+            assert revoked.status_code == 200, revoked.text
+
+
+async def _remember(api: llm.APIInstance, content: str) -> None:
+    """memory_remember as the model calls it (a room memory of the granted room)."""
+    tool = llm.ToolInput(tool_name="memory_remember", tool_args={"content": content, "scope": "room"})
+    answer = await api.async_call_tool(tool)
+    say(f"HA memory_remember({content!r}) -> {json.dumps(answer, ensure_ascii=False)}")
+    assert not answer.get("isError"), answer
 
 
 @pytest.mark.usefixtures("strip_unsupported")
@@ -284,6 +294,8 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
     for tool in api.tools:
         schema = convert(tool.parameters, custom_serializer=api.custom_serializer)
         say(f"  {tool.name}: {json.dumps(schema)} -- {tool.description}")
+    if remember := os.environ.get("HA_MCP_REMEMBER"):
+        await _remember(api, remember)
     shown = await _recall(api)
     say(f"HA memory_recall({QUERY!r}) -> what the model reads ({len(shown)} characters):\n{shown}")
     # The grant's room decides what is found (run_against.sh: the kitchen's memory, not the living room's).
@@ -304,7 +316,7 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
 
     # Revoked (what revoking the grant does to its access token): the next tool call fails with the 401 and
     # the next tool list makes Home Assistant ask the user to re-authenticate.
-    await _revoke(server["url"], server, new)
+    await _revoke(server["url"], server, entry.data["token"])
     with pytest.raises(HomeAssistantError) as failed:
         await _recall(api)
     say(f"HA memory_recall after the revocation -> {type(failed.value).__name__}: {failed.value}")
@@ -328,7 +340,7 @@ async def test_connect_with_the_url_alone(hass: HomeAssistant, hass_client_no_au
 
     # Revoked when the access token is about to expire: Home Assistant refreshes first, the server refuses
     # (400 invalid_grant), and Home Assistant 2026.2.3 does not ask to re-authenticate (recorded for the docs).
-    await _revoke(server["url"], server, entry.data["token"]["access_token"])
+    await _revoke(server["url"], server, entry.data["token"])
     hass.config_entries.async_update_entry(
         entry, data={**entry.data, "token": {**entry.data["token"], "expires_at": time.time() - 60}}
     )
