@@ -118,6 +118,7 @@ class Consent:
     model_location: str = "local"
     scope: str | None = None  # None: leave what the page proposes
     allow: bool = True  # False: the other submit button (Deny)
+    fields: dict[str, str] = field(default_factory=dict)  # any other field of the page, e.g. access
 
 
 @dataclass
@@ -192,6 +193,7 @@ async def authorize(
             data["model_location"] = consent.model_location
             if consent.scope is not None:
                 data["scope"] = consent.scope
+            data.update(consent.fields)
             allow = next((b for b in grant.buttons if b["name"] == "allow"), None)
             if allow is None:
                 raise AssertionError(f"the consent form has no submit button named allow: {grant.buttons}")

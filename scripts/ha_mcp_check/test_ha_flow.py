@@ -159,7 +159,13 @@ async def _authorize_and_return(hass, hass_client_no_auth, result, server, redir
             redirect_uri,
             server["user"],
             server["password"],
-            Consent(room=os.environ.get("HA_MCP_ROOM"), speaker=None, model_location="local", allow=allow),
+            Consent(
+                room=os.environ.get("HA_MCP_ROOM"),
+                speaker=None,
+                model_location="local",
+                allow=allow,
+                fields=dict(pair.split("=", 1) for pair in os.environ.get("HA_MCP_CONSENT", "").split("&") if pair),
+            ),
             log=say,
         )
     for screen in done.screens:
