@@ -186,14 +186,13 @@ async def _authorize_and_return(hass, hass_client_no_auth, result, server, redir
     return await hass.config_entries.flow.async_configure(result["flow_id"])
 
 
-async def _start(hass: HomeAssistant, server, redirect_uri: str):
+async def _start(hass: HomeAssistant, server, redirect_uri: str, secret: str | None = None):
     """From "add integration" to the external step: the URL alone, the 401, discovery, the credential."""
     url = server["url"]
     say(f"\nserver: {url} ({'STAND-IN' if server['standin'] else 'justai-memory'}), redirect URI {redirect_uri}")
     assert await async_setup_component(hass, APPLICATION_CREDENTIALS_DOMAIN, {})
-    await async_import_client_credential(
-        hass, DOMAIN, ClientCredential(server["client_id"], server["client_secret"], "justai-memory"), AUTH_DOMAIN
-    )
+    credential = ClientCredential(server["client_id"], secret or server["client_secret"], "justai-memory")
+    await async_import_client_credential(hass, DOMAIN, credential, AUTH_DOMAIN)
     say("HA application credential imported (client id + secret, as pasted in Settings > Application credentials)")
 
     result = await hass.config_entries.flow.async_init(DOMAIN, context={"source": config_entries.SOURCE_USER})
@@ -214,6 +213,17 @@ async def _start(hass: HomeAssistant, server, redirect_uri: str):
     result = await hass.config_entries.flow.async_configure(result["flow_id"], {"next_step_id": "pick_implementation"})
     _step(result, "after pick_implementation")
     return result
+
+
+@pytest.mark.usefixtures("strip_unsupported")
+async def test_wrong_secret(hass: HomeAssistant, hass_client_no_auth, server, redirect_uri) -> None:
+    """A mistyped client secret: the consent works, the code exchange is refused, Home Assistant ends the setup."""
+    result = await _start(hass, server, redirect_uri, secret="not-" + server["client_secret"])
+    result = await _authorize_and_return(hass, hass_client_no_auth, result, server, redirect_uri)
+    _step(result, "after the refused token exchange")
+    assert result["type"] is FlowResultType.ABORT, result
+    assert result["reason"] in ("oauth_unauthorized", "oauth_failed"), result
+    assert not hass.config_entries.async_entries(DOMAIN)
 
 
 @pytest.mark.usefixtures("strip_unsupported")
