@@ -129,3 +129,12 @@ def test_selectors_hold_no_writing_sql():
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and WRITE_SQL.search(node.value)
     }
     assert not writes, f"SQL that writes, in a selector: {sorted(writes)}"
+
+
+def test_pytest_collects_the_tests_of_every_app():
+    """An app whose tests are not in pytest.ini's testpaths is tested only when its tests are named."""
+    ini = configparser.ConfigParser()
+    ini.read(Path(settings.BASE_DIR) / "pytest.ini")
+    collected = set(ini["pytest"]["testpaths"].split())
+    with_tests = {path.parent.parent.name for path in Path(settings.BASE_DIR).glob("*/tests/__init__.py")}
+    assert with_tests <= collected, f"add to testpaths in pytest.ini: {sorted(with_tests - collected)}"
