@@ -313,3 +313,14 @@ def test_a_consent_form_with_a_changed_redirect_uri_is_refused(admin, client_app
     response = admin.post("/oauth/authorize/", data)
     assert response.status_code == 400 and response.json()["error"] == "invalid_request", response.content
     assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+
+
+def test_the_admin_shows_the_clients_and_the_connections(admin):
+    for url in (
+        "/admin/oauth2_provider/application/",
+        "/admin/oauth2_provider/application/add/",  # where a client is registered by hand
+        "/admin/connections/connection/",
+    ):
+        assert admin.get(url).status_code == 200, url
+    home = admin.get("/admin/").content.decode()
+    assert "Connected assistants" in home and "/admin/oauth2_provider/accesstoken/" not in home  # tokens hidden
