@@ -18,7 +18,6 @@ from justai_core.locations import ModelLocation
 
 READ = "memory:read"
 WRITE = "memory:write"
-SCOPES = {READ: _("Recall what the household remembers"), WRITE: _("Remember and forget")}
 
 
 class Access(models.TextChoices):

@@ -43,21 +43,6 @@ from people.models import Person, Room
 MCP_PATH = "/mcp"
 
 
-def pkce_required(client_id: str) -> bool:
-    """PKCE (S256) is required of public clients; a confidential client (with a secret) may leave it out.
-
-    OAuth 2.1 requires PKCE for public clients; Home Assistant's application credentials are a
-    confidential client without PKCE. A code issued with a challenge always needs its verifier.
-    """
-    application = get_application_model().objects.filter(client_id=client_id).only("client_type").first()
-    return application is None or application.client_type != get_application_model().CLIENT_CONFIDENTIAL
-
-
-def mcp_resource(request) -> str:
-    """The MCP server's URL as the RFC 9728 ``resource``, on the host the request came to."""
-    return request.build_absolute_uri(MCP_PATH)
-
-
 class MemoryValidator(OAuth2Validator):
     """django-oauth-toolkit's validator, with tokens tied to the connection their code was approved for."""
 
@@ -67,7 +52,14 @@ class MemoryValidator(OAuth2Validator):
         return allowed and super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def is_pkce_required(self, client_id, request):
-        return pkce_required(client_id)
+        """PKCE (S256) is required of public clients; a confidential client (with a secret) may leave it out.
+
+        OAuth 2.1 requires PKCE of public clients; Home Assistant's application credentials are a
+        confidential client without PKCE. A code issued with a challenge always needs its verifier.
+        """
+        Application = get_application_model()
+        application = Application.objects.filter(client_id=client_id).only("client_type").first()
+        return application is None or application.client_type != Application.CLIENT_CONFIDENTIAL
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs):
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
@@ -259,7 +251,7 @@ class ResourceMetadataView(OAuthProtectedResourceMetadataView):
     """RFC 9728 metadata: the protected resource is the MCP server, at either well-known path."""
 
     def get_resource(self, request):
-        return mcp_resource(request)
+        return request.build_absolute_uri(MCP_PATH)  # on the host the request came to
 
     def get_resource_name(self):
         return "justai-memory"

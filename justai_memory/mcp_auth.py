@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections
 from django.http.request import split_domain_port, validate_host
 
-from connections.models import READ, WRITE, Connection
+from connections.models import Access, Connection
 from connections.oauth import MCP_PATH, connection_for_token
 from justai_memory.api.auth import authorization_valid
 from justai_memory.api.errors import RETRY_AFTER_DATABASE, UNAVAILABLE
@@ -31,7 +31,7 @@ NO_TOKEN = (
 )
 TOKEN_INVALID = "The bearer token is unknown, expired or revoked: sign in again."
 CALLER_KEY = "justai.mcp_caller"  # the ASGI scope key the tools read the caller's grant from
-ALL_SCOPES = frozenset({READ, WRITE})
+ALL_SCOPES = frozenset(Access.ALL.split())  # an API token may do what any connection may
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _oauth_grant(token: str) -> Grant | None:
     return Grant(scopes=found[1], connection=found[0]) if found else None
 
 
-async def grant_of(authorization: str) -> Grant | None:
+async def authorization_grant(authorization: str) -> Grant | None:
     """The grant of an ``Authorization`` header value, or None when it carries no valid token."""
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
@@ -70,6 +70,11 @@ async def grant_of(authorization: str) -> Grant | None:
     if authorization_valid(authorization):
         return Grant(scopes=ALL_SCOPES)
     return await anyio.to_thread.run_sync(_oauth_grant, token)
+
+
+def request_grant(request) -> Grant | None:
+    """The grant ``McpAuth`` found for this HTTP request (a Starlette request, as the MCP SDK hands it on)."""
+    return request.scope.get(CALLER_KEY) if request is not None else None
 
 
 class McpAuth:
@@ -88,7 +93,7 @@ class McpAuth:
             return
         authorization = headers.get("authorization", "")
         try:
-            grant = await grant_of(authorization)
+            grant = await authorization_grant(authorization)
         except (OperationalError, InterfaceError):  # the database is down: the tokens cannot be checked
             retry = [(b"retry-after", str(RETRY_AFTER_DATABASE).encode())]
             await send_json(send, 503, {"error": UNAVAILABLE, "field": None}, retry)

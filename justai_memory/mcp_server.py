@@ -51,7 +51,7 @@ from justai_memory.api.memories import (
     remembered,
 )
 from justai_memory.api.tools import TOOLS
-from justai_memory.mcp_auth import CALLER_KEY, McpAuth
+from justai_memory.mcp_auth import McpAuth, request_grant
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
 from memories.selectors.recall import memory_recall
@@ -95,11 +95,6 @@ def scope_needed(annotations: ToolAnnotations | None) -> str:
     return READ if annotations is not None and annotations.read_only_hint else WRITE
 
 
-def grant_of(request) -> Any:
-    """The grant ``McpAuth`` found for this HTTP request (its scopes, and its connection for an OAuth token)."""
-    return request.scope.get(CALLER_KEY) if request is not None else None
-
-
 class MemoryServer(MCPServer):
     """The SDK's server, with argument errors in the JSON API's words ("'scope' must be one of: shared, room,
     private.") instead of pydantic's report (its type names, the value sent and an errors.pydantic.dev link),
@@ -108,7 +103,7 @@ class MemoryServer(MCPServer):
 
     async def _handle_list_tools(self, ctx, params):
         listed = await super()._handle_list_tools(ctx, params)
-        grant = grant_of(ctx.request)
+        grant = request_grant(ctx.request)
         scopes = grant.scopes if grant is not None else frozenset()
         listed.tools = [tool for tool in listed.tools if scope_needed(tool.annotations) in scopes]
         return listed
@@ -117,7 +112,7 @@ class MemoryServer(MCPServer):
         # Every call over HTTP comes with its context (the SDK's handler); a call in this process has none.
         tool = self._tool_manager.get_tool(name)
         if context is not None and tool is not None:
-            grant = grant_of(context.request_context.request)
+            grant = request_grant(context.request_context.request)
             if grant is None or scope_needed(tool.annotations) not in grant.scopes:
                 raise ToolError(SCOPE_MISSING)
         try:
@@ -138,7 +133,7 @@ class Caller:
     """The room, speaker and model location of one MCP request: an OAuth connection's, or from the headers."""
 
     def __init__(self, ctx: Context):
-        grant = grant_of(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
+        grant = request_grant(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
         self.connection = grant.connection
         if self.connection is not None:
             self.room, self.speaker = self.connection.room, self.connection.speaker
