@@ -23,14 +23,19 @@ import warnings
 # WhiteNoise answers with sync file iterators; Django reads them in a thread under ASGI (admin files are small).
 warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume synchronous iterators")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
-# Web processes borrow connections from a bounded pool (they never fork after using the database).
-os.environ.setdefault("DATABASE_POOL", "true")
+from django.conf import settings  # noqa: E402
+
+# Web processes borrow connections from a bounded pool (they never fork after using the database). Only
+# where this module configures Django: a process whose settings are loaded already (the tests) keeps its
+# own, and its environment stays as it was for the processes it starts (a job cluster forks after using
+# the database: a pool inherited through DATABASE_POOL would hand one connection to several processes).
+if not settings.configured:
+    os.environ.setdefault("DATABASE_POOL", "true")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_application = get_asgi_application()
 
-from django.conf import settings  # noqa: E402
 from starlette.applications import Starlette  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 from starlette.routing import Mount, get_route_path  # noqa: E402

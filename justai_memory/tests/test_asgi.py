@@ -2,11 +2,13 @@
 
 import asyncio
 import logging
+import os
 
 import httpx
 import pytest
 
-from justai_memory import asgi
+POOL_BEFORE = os.environ.get("DATABASE_POOL")
+from justai_memory import asgi  # noqa: E402
 
 TOKEN = "asgi-test-token-0123456789"
 METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
@@ -77,3 +79,9 @@ def test_the_mcp_gate_answers_host_and_token_in_json(settings):
     settings.INTERNAL_API_TOKENS = []
     closed = get("/mcp", json={})
     assert closed.status_code == 401 and METADATA in closed.headers["www-authenticate"]
+
+
+def test_importing_the_app_into_a_configured_process_leaves_its_environment_alone():
+    """The pool flag is for processes the module configures; in the tests it leaked into every process they
+    started (a standalone job cluster got a pool through its forks: 'connection in transaction status')."""
+    assert os.environ.get("DATABASE_POOL") == POOL_BEFORE

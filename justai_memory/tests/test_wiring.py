@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_manage(*args, **env):
-    # As an operator's shell has it: not pytest's, nor the pool flag that importing asgi.py sets in this process.
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DATABASE_POOL"))}
+    # As an operator's shell has it: without pytest's variables.
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     environment.update(env)
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=60
