@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 
 CONFIG = Path(settings.BASE_DIR) / ".importlinter"
@@ -21,6 +22,7 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_the_apps_import_only_downwards():
     result = lint_imports(Path(settings.BASE_DIR))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -53,6 +55,7 @@ def test_only_tests_may_import_upwards():
     assert not code, f"the layer contract ignores imports of code: {code}"
 
 
+@pytest.mark.slow
 def test_the_contract_breaks_on_an_import_upwards(tmp_path):
     for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
         (tmp_path / package).mkdir()
@@ -65,6 +68,7 @@ def test_the_contract_breaks_on_an_import_upwards(tmp_path):
     assert "memories.views -> transcripts.models" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_core_may_not_import_an_app(tmp_path):
     for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
         (tmp_path / package).mkdir()
@@ -77,15 +81,19 @@ def test_the_core_may_not_import_an_app(tmp_path):
     assert "justai_core.ai_router -> people.models" in result.stdout
 
 
-APP_PACKAGES = ("justai_core", "people", "memories", "transcripts", "justai_memory")
 MAX_FUNCTION_LINES = 80
+
+
+def app_packages() -> list[str]:
+    """The app packages, read from the layer contract: an app added there is length-checked too."""
+    return contract()["layers"].split()
 
 
 def function_lengths(root: Path) -> dict[str, int]:
     """``{"memories/services/store.py:memory_store_batch": lines}`` for every function of the app code
     under ``root`` (tests and migrations left out), decorators and docstring included."""
     lengths = {}
-    for package in APP_PACKAGES:
+    for package in app_packages():
         for path in sorted((root / package).rglob("*.py")):
             if {"tests", "migrations"} & set(path.relative_to(root).parts):
                 continue
@@ -99,6 +107,7 @@ def function_lengths(root: Path) -> dict[str, int]:
 def test_no_function_of_the_app_code_is_longer_than_80_lines():
     lengths = function_lengths(Path(settings.BASE_DIR))
     assert len(lengths) > 500 and "memories/services/store.py:memory_store_batch" in lengths
+    assert any(name.startswith("connections/") for name in lengths)
     long = {name: lines for name, lines in lengths.items() if lines > MAX_FUNCTION_LINES}
     assert not long, f"split these into named steps (at most {MAX_FUNCTION_LINES} lines each): {long}"
 
@@ -109,7 +118,7 @@ def test_the_function_length_check_counts_decorators_and_bodies(tmp_path):
     (tmp_path / "memories" / "long.py").write_text(f"@decorated\ndef long():\n{body}\n\n\ndef short():\n    pass\n")
     (tmp_path / "memories" / "tests").mkdir()
     (tmp_path / "memories" / "tests" / "test_long.py").write_text(f"def test_long():\n{body}\n")
-    for package in set(APP_PACKAGES) - {"memories"}:
+    for package in set(app_packages()) - {"memories"}:
         (tmp_path / package).mkdir()
     assert function_lengths(tmp_path) == {"memories/long.py:long": 82, "memories/long.py:short": 2}
 
@@ -138,3 +147,73 @@ def test_pytest_collects_the_tests_of_every_app():
     collected = set(ini["pytest"]["testpaths"].split())
     with_tests = {path.parent.parent.name for path in Path(settings.BASE_DIR).glob("*/tests/__init__.py")}
     assert with_tests <= collected, f"add to testpaths in pytest.ini: {sorted(with_tests - collected)}"
+
+
+def starts_a_process(node: ast.AST) -> bool:
+    """A call of subprocess.run/Popen/check_output/check_call, or of a test helper that starts a
+    server (``lint_imports``, ``*_process``, ``start_*``)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    owner = func.value.id if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else ""
+    return (owner == "subprocess" and name in {"run", "Popen", "check_output", "check_call"}) or (
+        name in {"Popen", "lint_imports"}
+    )
+
+
+def is_slow(function: ast.FunctionDef, module: ast.Module) -> bool:
+    marks = [*function.decorator_list]
+    for node in module.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+            marks.append(node.value)
+    return any("slow" in ast.unparse(mark) for mark in marks)
+
+
+def process_starting_tests(root: Path) -> list[str]:
+    """Tests (``test_*`` functions of the apps' test packages) that start a process themselves or
+    through a helper of their own module, and are not marked ``slow``."""
+    unmarked = []
+    for path in sorted(root.glob("*/tests/test_*.py")):
+        module = ast.parse(path.read_text(), filename=str(path))
+        functions = {node.name: node for node in ast.walk(module) if isinstance(node, ast.FunctionDef)}
+        starting = {name for name, node in functions.items() if any(map(starts_a_process, ast.walk(node)))}
+        for _ in range(3):  # helpers that call helpers that start a process
+            starting |= {
+                name
+                for name, node in functions.items()
+                if any(
+                    isinstance(call, ast.Call) and getattr(call.func, "id", "") in starting for call in ast.walk(node)
+                )
+            }
+        unmarked += [
+            f"{path.relative_to(root)}:{name}"
+            for name in sorted(starting)
+            if name.startswith("test_") and not is_slow(functions[name], module)
+        ]
+    return unmarked
+
+
+def test_tests_that_start_a_process_are_marked_slow():
+    """The fast lane (-m "not browser and not slow") leaves out what starts real processes."""
+    unmarked = process_starting_tests(Path(settings.BASE_DIR))
+    assert not unmarked, f"mark these @pytest.mark.slow: {unmarked}"
+
+
+def test_the_slow_mark_check_sees_a_helper_that_starts_a_process(tmp_path):
+    (tmp_path / "app" / "tests").mkdir(parents=True)
+    (tmp_path / "app" / "tests" / "test_x.py").write_text(
+        "import subprocess\nimport pytest\n\n"
+        "def run():\n    return subprocess.run(['true'])\n\n"
+        "def test_unmarked():\n    run()\n\n"
+        "@pytest.mark.slow\ndef test_marked():\n    run()\n\n"
+        "def test_quick():\n    assert True\n"
+    )
+    assert process_starting_tests(tmp_path) == ["app/tests/test_x.py:test_unmarked"]
+
+
+def test_the_architecture_doc_names_every_app_of_the_contract():
+    doc = (Path(settings.BASE_DIR) / "docs" / "architecture.md").read_text()
+    layers_table = doc.split("## Apps and layers", 1)[1].split("\n## ", 1)[0]
+    missing = [package for package in app_packages() if f"`{package}/`" not in layers_table]
+    assert not missing, f"docs/architecture.md's table of layers lacks: {missing}"

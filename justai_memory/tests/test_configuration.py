@@ -1,8 +1,10 @@
 """docs/configuration.md's table, .env.example and the variables the code reads name the same settings."""
 
 import ast
+import re
 
 from justai_memory.tests.configuration_names import (
+    ROOT,
     documented_names,
     env_example_names,
     names_in_python,
@@ -59,3 +61,42 @@ f = env("READ_CALL")
         "READ_CALL",
     }
     assert "READ_ENV" not in names_in_python(source, settings_module=False)
+
+
+PROJECT_APPS = {"justai_memory", "connections", "transcripts", "memories", "people"}
+
+
+def settings_default(name: str):
+    """The literal ``default=`` of ``env.<kind>("NAME", default=...)`` in settings.py."""
+    source = (ROOT / "justai_memory" / "settings.py").read_text()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            if node.args[0].value == name:
+                return next(ast.literal_eval(k.value) for k in node.keywords if k.arg == "default")
+    raise AssertionError(f"settings.py does not read {name}")
+
+
+def test_the_documented_allowed_hosts_are_the_settings_default():
+    documented = documented_names()["DJANGO_ALLOWED_HOSTS"][0].strip("`")
+    assert documented.split(",") == settings_default("DJANGO_ALLOWED_HOSTS")
+
+
+def test_the_documented_local_name_suffixes_are_the_address_rules():
+    from justai_core.ai_router import LOCAL_SUFFIXES
+
+    meaning = documented_names()["AI_MEMORY_LOCATION"][1]
+    documented = re.search(r"((?:`\.[a-z.]+`/?)+) names", meaning).group(1)
+    assert tuple(re.findall(r"`(\.[a-z.]+)`", documented)) == LOCAL_SUFFIXES
+
+
+def test_operations_lists_every_command_and_every_schedule():
+    from django.core.management import get_commands
+
+    from justai_memory.schedules import SCHEDULES
+
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    ours = {name for name, app in get_commands().items() if app.split(".")[0] in PROJECT_APPS}
+    assert "fetch_model" in ours
+    missing = {name for name in ours if f"| `{name}" not in operations}
+    missing |= {spec.name for spec in SCHEDULES if f"| `{spec.name}` |" not in operations}
+    assert not missing, f"docs/operations.md has no row for: {sorted(missing)}"

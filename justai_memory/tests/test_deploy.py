@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from justai_memory.tests.configuration_names import ROOT, production_variables, project_names
@@ -43,12 +44,14 @@ def check_deploy(tmp_path: Path, **variables: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_check_deploy_warns_without_the_production_variables(tmp_path):
     result = check_deploy(tmp_path)
     assert result.returncode == 1
     assert DEFAULT_DEPLOY_WARNINGS <= set(re.findall(r"security\.W\d+", result.stderr)), result.stderr
 
 
+@pytest.mark.slow
 def test_check_deploy_is_clean_with_the_documented_production_variables(tmp_path):
     variables = production_variables()
     assert {"DJANGO_SECURE_COOKIES", "DJANGO_SECURE_PROXY_SSL_HEADER", "DJANGO_SECURE_HSTS_SECONDS"} <= set(variables)
@@ -59,6 +62,7 @@ def test_check_deploy_is_clean_with_the_documented_production_variables(tmp_path
     assert "WARNINGS" not in result.stderr
 
 
+@pytest.mark.slow
 def test_the_production_variables_reach_the_settings(tmp_path):
     shown = subprocess.run(
         [

