@@ -8,9 +8,8 @@ from django.db.models import F
 
 from memories.embedders import Embedder
 from memories.languages import MAIN_LANGUAGES, text_search_config
-from memories.matching import may_be_duplicates
 from memories.models import Memory
-from memories.scopes import duplicate_scope_of, duplicate_scope_q
+from memories.selectors.duplicates import duplicate_scope_memories, is_duplicate
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
 from memories.services.embeddings import active_embedder
@@ -131,7 +130,7 @@ def forget_with_duplicates(*, memory_ids: list[int], visible) -> list[int]:
         "pk", "content", "embedding", "scope", "owner_id", "room_id"
     )
     for memory in originals:
-        candidates = Memory.objects.active().filter(duplicate_scope_q(duplicate_scope_of(memory)))
+        candidates = duplicate_scope_memories(memory)
         limit = DUPLICATES_PAGE
         while True:
             near = nearest_memories(
@@ -140,8 +139,8 @@ def forget_with_duplicates(*, memory_ids: list[int], visible) -> list[int]:
             if len(near) < limit:
                 break
             limit *= 4
-        ids = [pk for pk, _ in near if pk not in found]
-        for pk, content in visible.filter(pk__in=ids).values_list("pk", "content"):
-            if may_be_duplicates(content, memory.content):
-                found.add(pk)
+        similarities = {pk: similarity for pk, similarity in near if pk not in found}
+        for row in visible.filter(pk__in=similarities).only("pk", "content", "scope", "owner_id", "room_id"):
+            if is_duplicate(row, memory, similarity=similarities[row.pk], threshold=threshold):
+                found.add(row.pk)
     return sorted(found)

@@ -79,11 +79,11 @@ PAIRS_SETTINGS = {
 }
 
 PAIRS_WITHIN_SQL = """
-SELECT p.a, p.b
+SELECT p.a, p.b, 1 - (x.embedding <=> y.embedding)
 FROM unnest(%(a)s::bigint[], %(b)s::bigint[]) AS p(a, b)
 JOIN memories_memory x ON x.id = p.a
 JOIN memories_memory y ON y.id = p.b
-WHERE (x.embedding <=> y.embedding) <= %(max_distance)s
+WHERE 1 - (x.embedding <=> y.embedding) >= %(threshold)s
 """
 
 Pair = tuple[int, int]
@@ -248,16 +248,16 @@ def near_duplicate_pairs(*, threshold: float, progress: Progress | None = None) 
     return set(pairs)
 
 
-def pairs_within(*, pairs: set[Pair], threshold: float) -> set[Pair]:
-    """Those of ``pairs`` whose memories both exist and are within ``threshold`` now."""
-    result: set[Pair] = set()
+def pairs_within(*, pairs: set[Pair], threshold: float) -> dict[Pair, float]:
+    """Those of ``pairs`` whose memories both exist and are within ``threshold`` now, with their similarity."""
+    result: dict[Pair, float] = {}
     ordered = sorted(pairs)
     with connection.cursor() as cursor:
         for start in range(0, len(ordered), 10_000):
             chunk = ordered[start : start + 10_000]
             cursor.execute(
                 PAIRS_WITHIN_SQL,
-                {"a": [a for a, _ in chunk], "b": [b for _, b in chunk], "max_distance": 1 - threshold},
+                {"a": [a for a, _ in chunk], "b": [b for _, b in chunk], "threshold": threshold},
             )
-            result.update(cursor.fetchall())
+            result.update(((a, b), similarity) for a, b, similarity in cursor.fetchall())
     return result

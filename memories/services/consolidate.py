@@ -38,7 +38,6 @@ from django_q.tasks import async_task
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.locks import LockId, advisory_lock, advisory_lock_free
-from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
     RECALL_DAYS_KEPT,
@@ -50,7 +49,8 @@ from memories.models import (
     RecallDay,
     RunStatus,
 )
-from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns, duplicate_scope_of
+from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns
+from memories.selectors.duplicates import is_duplicate
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
 from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_merge_away
@@ -335,14 +335,9 @@ def _merge(*, candidates: set[Pair], threshold: float, now: datetime, report: Pr
             .select_for_update(of=("self",))
         )
     groups = _Groups()
-    for a, b in sorted(pairs_within(pairs=candidates, threshold=threshold)):
+    for (a, b), similarity in sorted(pairs_within(pairs=candidates, threshold=threshold).items()):
         first, second = rows.get(a), rows.get(b)
-        if (
-            first
-            and second
-            and duplicate_scope_of(first) == duplicate_scope_of(second)
-            and may_be_duplicates(first.content, second.content)
-        ):
+        if first and second and is_duplicate(first, second, similarity=similarity, threshold=threshold):
             groups.union(a, b)
 
     merges = []  # (winner, losers) per group: the best member stays

@@ -10,18 +10,16 @@ from django.db import transaction
 
 from justai_core.errors import ApplicationError
 from memories.languages import language_for
-from memories.matching import may_be_duplicates
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
+from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_candidates, nearest_duplicate
 from memories.selectors.tombstones import tombstone_hits
 from memories.services.audit import audit_record
 from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_merge_away
 from memories.services.store import (
-    DUPLICATE_CANDIDATES,
     MemoryDraft,
     StoreOutcome,
     StoreResult,
-    duplicate_candidates,
     memory_fields_validate,
     memory_store,
 )
@@ -146,25 +144,17 @@ def _re_embed(memory: Memory, *, embedder) -> None:
 
 def _merge_duplicate_into(memory: Memory, *, threshold: float) -> list[int]:
     """Merge the nearest duplicate of the edited memory into it (the edit's text stays); returns its id, if any."""
-    draft = MemoryDraft(
-        content=memory.content,
-        provenance=memory.provenance,
-        source=memory.source,
-        scope=memory.scope,
-        owner=memory.owner,
-        room=memory.room,
-    )
     candidates = (
-        duplicate_candidates(draft=draft, embedding=np.asarray(memory.embedding), threshold=threshold)
+        duplicate_candidates(item=memory, embedding=np.asarray(memory.embedding), threshold=threshold)
         .exclude(pk=memory.pk)[:DUPLICATE_CANDIDATES]
         .select_for_update()
     )
-    for other in candidates:
-        if may_be_duplicates(other.content, memory.content):
-            # Counts, scores and dates merge into the edited memory (its save writes them).
-            memories_merge_away(groups=[(memory, [other])])
-            return [other.pk]
-    return []
+    other = nearest_duplicate(memory, ((row.similarity, row) for row in candidates), threshold=threshold)
+    if other is None:
+        return []
+    # Counts, scores and dates merge into the edited memory (its save writes them).
+    memories_merge_away(groups=[(memory, [other])])
+    return [other.pk]
 
 
 def _audit_edit(memory: Memory, *, actor: str, merged_ids: list[int]) -> None:

@@ -10,14 +10,12 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
-from pgvector.django import CosineDistance
 
 from justai_core.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS
 from memories.locks import LockId, advisory_xact_locks_wait
-from memories.matching import may_be_duplicates
 from memories.models import (
     PROVENANCE_RANK,
     AuditAction,
@@ -34,10 +32,10 @@ from memories.scopes import (
     duplicate_scope,
     duplicate_scope_lock_key,
     duplicate_scope_of,
-    duplicate_scope_q,
     scope_holders,
 )
-from memories.selectors.nearest import nearest_memories, nearest_memories_many
+from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_scope_memories, nearest_duplicate
+from memories.selectors.nearest import nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_fold
@@ -48,7 +46,6 @@ CONTENT_EMPTY = "Memory content must not be empty."
 CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
 PRIVATE_NEEDS_OWNER = "A private memory needs an owner (a known speaker)."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
-DUPLICATE_CANDIDATES = 5
 # A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
 INFERRED_MAX_CONFIDENCE = 0.5
 
@@ -126,11 +123,6 @@ def _validate(draft: MemoryDraft) -> None:
         draft.confidence = min(draft.confidence, INFERRED_MAX_CONFIDENCE)
 
 
-def _duplicate_scope(draft: MemoryDraft):
-    """The active memories a draft may merge with (memories.scopes: the same-scope rule)."""
-    return Memory.objects.active().filter(duplicate_scope_q(duplicate_scope_of(draft)))
-
-
 # Stores into one duplicate scope (scope, owner, room) run one at a time: two concurrent stores of the
 # same content would otherwise both find no duplicate and both insert. A transaction-level advisory
 # lock per scope (LockId.MEMORY_STORE), taken before the forget-block check and the duplicate search
@@ -158,24 +150,6 @@ def _record_blocks(*, tombstone_ids: list[int]) -> dict[int, int | None]:
     with connection.cursor() as cursor:
         cursor.execute(RECORD_BLOCKS_SQL, [timezone.now(), tombstone_ids])
         return dict(cursor.fetchall())
-
-
-def duplicate_candidates(*, draft: MemoryDraft, embedding, threshold: float):
-    """Active memories of the same scope/owner/room within ``threshold``, nearest first.
-
-    The nearest rows are found first and the threshold applied to them afterwards: a threshold in
-    the WHERE clause of an HNSW scan makes it walk the whole graph whenever there is no duplicate
-    (the usual case), and a small scope (one person's memories) needs an exact scan anyway.
-    """
-    near = nearest_memories(
-        candidates=_duplicate_scope(draft), embedding=embedding, limit=DUPLICATE_CANDIDATES, min_similarity=threshold
-    )
-    return (
-        Memory.objects.active()
-        .filter(pk__in=[pk for pk, _ in near])
-        .alias(distance=CosineDistance("embedding", embedding))
-        .order_by("distance", "pk")
-    )
 
 
 _VALIDATED = ("content", "kind", "provenance", "source", "scope")
@@ -402,7 +376,7 @@ def _stored_duplicates(
         draft = drafts[index]
         key = duplicate_scope_of(draft)
         if key not in scopes:
-            scopes[key] = _duplicate_scope(draft)
+            scopes[key] = duplicate_scope_memories(draft)
         searches.append((scopes[key], embeddings[index]))
     found = nearest_memories_many(searches=searches, limit=DUPLICATE_CANDIDATES, min_similarity=threshold)
     near = dict(zip(open_items, found, strict=True))
@@ -457,21 +431,16 @@ def _merge_or_create(
 
 
 def _duplicate_of(*, draft: MemoryDraft, embedding, norm, near: list, batch: _Batch, threshold: float) -> Memory | None:
-    """The nearest of the stored and the batch's rows in the draft's duplicate scope that may be the same memory."""
+    """The nearest of the stored and the batch's rows that is a duplicate of the draft (memories.selectors.duplicates)."""
     candidates = [
-        (1 - similarity, pk, batch.stored[pk])
+        (similarity, pk, batch.stored[pk])
         for pk, similarity in near
         if pk in batch.stored and id(batch.stored[pk]) not in batch.touched
     ]
     for row, vector, vector_norm in batch.touched.values():
-        similarity = _similarity(vector, embedding, norm_a=vector_norm, norm_b=norm)
-        if duplicate_scope_of(row) == duplicate_scope_of(draft) and similarity >= threshold:
-            candidates.append((1 - similarity, row.pk or math.inf, row))
-    candidates.sort(key=lambda candidate: candidate[:2])  # stable: new rows in the order they were made
-    return next(
-        (row for _, _, row in candidates[:DUPLICATE_CANDIDATES] if may_be_duplicates(row.content, draft.content)),
-        None,
-    )
+        candidates.append((_similarity(vector, embedding, norm_a=vector_norm, norm_b=norm), row.pk or math.inf, row))
+    candidates.sort(key=lambda candidate: (-candidate[0], candidate[1]))  # stable: new rows in the order they were made
+    return nearest_duplicate(draft, ((similarity, row) for similarity, _, row in candidates), threshold=threshold)
 
 
 def _write(*, batch: _Batch, actor: str) -> None:
