@@ -21,7 +21,7 @@ from memories.admin.filters import AccessCountFilter, ConfidenceFilter, Importan
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
 from memories.selectors.search import memories_search
-from memories.services.edit import EDITABLE_FIELDS, memory_edit, memory_note_add
+from memories.services.edit import EDITABLE_FIELDS, MemoryChanges, memory_edit, memory_note_add
 from memories.services.forget import memories_forget
 from memories.services.store import StoreOutcome
 
@@ -274,8 +274,10 @@ class MemoryAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if change:
-            changes = {name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE_FIELDS}
-            result = memory_edit(memory=obj, actor=Actor.admin(request.user), **changes)
+            changes = MemoryChanges(
+                **{name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE_FIELDS}
+            )
+            result = memory_edit(memory=obj, actor=Actor.admin(request.user), changes=changes)
             for other in result.merged_ids:
                 self.message_user(
                     request,

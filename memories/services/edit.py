@@ -1,7 +1,7 @@
 """Admin writes on memories: editing one (re-embedded, re-checked for duplicates) and adding a note."""
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 import numpy as np
@@ -43,22 +43,35 @@ class _Unchanged:
 
 
 UNCHANGED = _Unchanged()
-# The fields an admin may change (memory_edit's arguments); machine fields (counts, source, status) are not.
-EDITABLE_FIELDS = (
-    "content",
-    "kind",
-    "language",
-    "provenance",
-    "confidence",
-    "importance",
-    "scope",
-    "owner",
-    "room",
-    "about",
-    "subject",
-    "predicate",
-    "valid_at",
-)
+
+
+@dataclass(frozen=True)
+class MemoryChanges:
+    """What an admin changes on a memory: the fields given; the rest stay UNCHANGED.
+
+    Only these fields are editable; machine fields (counts, source, status) are not.
+    """
+
+    content: str | _Unchanged = UNCHANGED
+    kind: str | _Unchanged = UNCHANGED
+    language: str | _Unchanged = UNCHANGED
+    provenance: str | _Unchanged = UNCHANGED
+    confidence: float | _Unchanged = UNCHANGED
+    importance: float | _Unchanged = UNCHANGED
+    scope: str | _Unchanged = UNCHANGED
+    owner: Person | _Unchanged | None = UNCHANGED
+    room: Room | _Unchanged | None = UNCHANGED
+    about: Person | _Unchanged | None = UNCHANGED
+    subject: str | _Unchanged = UNCHANGED
+    predicate: str | _Unchanged = UNCHANGED
+    valid_at: datetime | _Unchanged = UNCHANGED
+
+    def given(self) -> dict:
+        """The changed fields' names and new values."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not UNCHANGED}
+
+
+EDITABLE_FIELDS = tuple(f.name for f in fields(MemoryChanges))
 
 
 @dataclass
@@ -69,24 +82,7 @@ class EditResult:
 
 
 @transaction.atomic
-def memory_edit(
-    *,
-    memory: Memory,
-    actor: str,
-    content: str | _Unchanged = UNCHANGED,
-    kind: str | _Unchanged = UNCHANGED,
-    language: str | _Unchanged = UNCHANGED,
-    provenance: str | _Unchanged = UNCHANGED,
-    confidence: float | _Unchanged = UNCHANGED,
-    importance: float | _Unchanged = UNCHANGED,
-    scope: str | _Unchanged = UNCHANGED,
-    owner: Person | _Unchanged | None = UNCHANGED,
-    room: Room | _Unchanged | None = UNCHANGED,
-    about: Person | _Unchanged | None = UNCHANGED,
-    subject: str | _Unchanged = UNCHANGED,
-    predicate: str | _Unchanged = UNCHANGED,
-    valid_at: datetime | _Unchanged = UNCHANGED,
-) -> EditResult:
+def memory_edit(*, memory: Memory, actor: str, changes: MemoryChanges) -> EditResult:
     """Change an admin-editable field or several; re-embed when the text changed; fold in a duplicate; audit 'edited'.
 
     A new text that a forget block covers is refused (ApplicationError 409 naming the tombstones), as a note is.
@@ -95,9 +91,8 @@ def memory_edit(
     ``duplicate`` threshold, same numbers and dates) is merged into the edited memory, which keeps
     the admin's text; its counts and dates are added, and it is audited as 'merged'.
     """
-    given = {name: value for name, value in locals().items() if name in EDITABLE_FIELDS}
     memory = Memory.objects.select_for_update().get(pk=memory.pk)
-    changed = _apply_changes(memory, {name: value for name, value in given.items() if value is not UNCHANGED})
+    changed = _apply_changes(memory, changes.given())
     if not changed:
         return EditResult(memory=memory)
     _validate_edited(memory)

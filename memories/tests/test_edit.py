@@ -6,7 +6,7 @@ import pytest
 from justai_core.errors import ApplicationError
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Kind, Memory, Provenance, Scope, Source, Status
-from memories.services.edit import memory_edit, memory_note_add
+from memories.services.edit import MemoryChanges, memory_edit, memory_note_add
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, memory_store
 from memories.tests.factories import MemoryFactory
@@ -21,7 +21,9 @@ def actions(memory_id):
 
 def test_editing_the_text_re_embeds_and_audits_edited():
     memory = MemoryFactory(content="The cellar key is in the blue tin")
-    result = memory_edit(memory=memory, content="  The cellar key is in the red tin  ", actor="admin:1")
+    result = memory_edit(
+        memory=memory, actor="admin:1", changes=MemoryChanges(content="  The cellar key is in the red tin  ")
+    )
     memory.refresh_from_db()
     assert result.changed == ["content"] and memory.content == "The cellar key is in the red tin"
     expected = get_embedder().embed_documents([memory.content])[0]
@@ -32,14 +34,14 @@ def test_editing_the_text_re_embeds_and_audits_edited():
 
 def test_an_edit_without_changes_writes_nothing():
     memory = MemoryFactory(content="The cellar key is in the blue tin", importance=0.5)
-    result = memory_edit(memory=memory, content=memory.content, importance=0.5, actor="admin:1")
+    result = memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(content=memory.content, importance=0.5))
     assert result.changed == [] and not AuditEvent.objects.exists()
 
 
 def test_changing_a_score_keeps_the_vector():
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     before = np.asarray(memory.embedding)
-    memory_edit(memory=memory, importance=0.9, provenance=Provenance.CONFIRMED, actor="admin:1")
+    memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(importance=0.9, provenance=Provenance.CONFIRMED))
     memory.refresh_from_db()
     assert memory.importance == 0.9 and np.allclose(np.asarray(memory.embedding), before)
 
@@ -49,7 +51,7 @@ def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one():
     other = MemoryFactory(content="The gate code is 4711", provenance=Provenance.CONFIRMED, access_count=3)
     older = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=other)
 
-    result = memory_edit(memory=kept, content="the gate code is 4711", actor="admin:7")
+    result = memory_edit(memory=kept, actor="admin:7", changes=MemoryChanges(content="the gate code is 4711"))
 
     assert result.merged_ids == [other.pk]
     assert not Memory.objects.filter(pk=other.pk).exists()
@@ -66,7 +68,7 @@ def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one():
 def test_different_numbers_are_not_merged_by_an_edit():
     kept = MemoryFactory(content="The gate code is 4711 now")
     other = MemoryFactory(content="The gate code is 4712")
-    result = memory_edit(memory=kept, content="The gate code is 4711", actor="admin:1")
+    result = memory_edit(memory=kept, actor="admin:1", changes=MemoryChanges(content="The gate code is 4711"))
     assert result.merged_ids == [] and Memory.objects.filter(pk=other.pk).exists()
 
 
@@ -74,25 +76,25 @@ def test_a_duplicate_in_another_scope_is_not_merged():
     anna = PersonFactory()
     private = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
     shared = MemoryFactory(content="Green tea is liked")
-    result = memory_edit(memory=shared, content="I like green tea", actor="admin:1")
+    result = memory_edit(memory=shared, actor="admin:1", changes=MemoryChanges(content="I like green tea"))
     assert result.merged_ids == [] and Memory.objects.filter(pk=private.pk).exists()
 
 
 def test_a_superseded_memory_is_never_merged_into():
     newer = MemoryFactory(content="The gate code is 4711")
     old = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=newer)
-    result = memory_edit(memory=old, content="The gate code is 4711", actor="admin:1")
+    result = memory_edit(memory=old, actor="admin:1", changes=MemoryChanges(content="The gate code is 4711"))
     assert result.merged_ids == [] and Memory.objects.count() == 2
 
 
 def test_switching_scope_clears_owner_and_room_and_needs_them():
     anna, kitchen = PersonFactory(), RoomFactory()
     memory = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
-    memory_edit(memory=memory, scope=Scope.ROOM, room=kitchen, actor="admin:1")
+    memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(scope=Scope.ROOM, room=kitchen))
     memory.refresh_from_db()
     assert (memory.scope, memory.owner, memory.room) == ("room", None, kitchen)
     with pytest.raises(ApplicationError) as error:
-        memory_edit(memory=memory, scope=Scope.PRIVATE, actor="admin:1")
+        memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(scope=Scope.PRIVATE))
     assert "owner" in error.value.message.lower()
     memory.refresh_from_db()
     assert memory.scope == "room"
@@ -102,7 +104,7 @@ def test_switching_scope_clears_owner_and_room_and_needs_them():
 def test_bad_text_is_refused_and_nothing_changes(content, message):
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     with pytest.raises(ApplicationError, match=message):
-        memory_edit(memory=memory, content=content, actor="admin:1")
+        memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(content=content))
     memory.refresh_from_db()
     assert memory.content == "The cellar key is in the blue tin" and not AuditEvent.objects.exists()
 
@@ -110,7 +112,7 @@ def test_bad_text_is_refused_and_nothing_changes(content, message):
 def test_a_bad_language_is_refused_with_the_field():
     memory = MemoryFactory()
     with pytest.raises(ApplicationError) as error:
-        memory_edit(memory=memory, language="German", actor="admin:1")
+        memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(language="German"))
     assert error.value.field == "language"
 
 
@@ -149,7 +151,9 @@ def test_an_edit_into_forgotten_content_is_refused_with_the_tombstone_and_nothin
     [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
     memory = MemoryFactory(content="Die Mülltonne steht hinter der Garage.", language="de")
     with pytest.raises(ApplicationError) as refused:
-        memory_edit(memory=memory, content="Der Code für das Gartentor ist 4711.", actor="admin:1")
+        memory_edit(
+            memory=memory, actor="admin:1", changes=MemoryChanges(content="Der Code für das Gartentor ist 4711.")
+        )
     assert f"#{tombstone.pk}" in refused.value.message and refused.value.field == "content"
     assert refused.value.status == 409
     memory.refresh_from_db()
@@ -161,7 +165,7 @@ def test_an_edit_that_carries_a_forgotten_value_is_refused_too(usem3):
     [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
     memory = MemoryFactory(content="Das Gästezimmer ist oben links.", language="de")
     with pytest.raises(ApplicationError, match=f"#{tombstone.pk}"):
-        memory_edit(memory=memory, content="Zebra: 98765", actor="admin:1")
+        memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(content="Zebra: 98765"))
 
 
 @pytest.mark.parametrize(
@@ -187,7 +191,7 @@ def test_an_edit_is_refused_as_storing_the_same_fields_is(fields):
     with pytest.raises(ApplicationError) as stored:
         memory_store(draft=draft, actor="admin:1")
     with pytest.raises(ApplicationError) as edited:
-        memory_edit(memory=memory, actor="admin:1", **fields)
+        memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(**fields))
     assert (edited.value.field, edited.value.message) == (stored.value.field, stored.value.message)
     memory.refresh_from_db()
     assert memory.content == "The cellar key is in the blue tin" and actions(memory.pk) == []
