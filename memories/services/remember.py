@@ -11,8 +11,6 @@ from memories.services.store import MemoryDraft, StoreResult, memory_store
 # "system" is the system's own; the assistant remembers for a person, a room or the household.
 REMEMBER_SCOPES = (Scope.SHARED, Scope.ROOM, Scope.PRIVATE)
 SCOPE_NOT_ALLOWED = f"'scope' must be one of: {', '.join(REMEMBER_SCOPES)}."
-PRIVATE_NEEDS_SPEAKER = "A private memory needs a known speaker."
-ROOM_SCOPE_NEEDS_ROOM = "A room memory needs a room."
 
 
 @transaction.atomic
@@ -42,10 +40,6 @@ def memory_remember(
         )
     if scope not in REMEMBER_SCOPES:
         raise ApplicationError(SCOPE_NOT_ALLOWED, field="scope")
-    if scope == Scope.PRIVATE and speaker is None:
-        raise ApplicationError(PRIVATE_NEEDS_SPEAKER, field="scope", needs="speaker_id")
-    if scope == Scope.ROOM and room is None:
-        raise ApplicationError(ROOM_SCOPE_NEEDS_ROOM, field="room_id")
     draft = MemoryDraft(
         content=content,
         provenance=Provenance.CONFIRMED,
@@ -53,7 +47,7 @@ def memory_remember(
         kind=kind,
         language=language,
         scope=scope,
-        owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
+        owner=speaker,  # memory_store checks the scope's holder and keeps only what the scope uses
         room=room,
         about=about,
         source_ref=source_ref,

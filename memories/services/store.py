@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 CONTENT_EMPTY = "Memory content must not be empty."
 CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
-PRIVATE_NEEDS_OWNER = "A private memory needs an owner (a known speaker)."
+PRIVATE_NEEDS_OWNER = "A private memory needs a known speaker."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
 # A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
 INFERRED_MAX_CONFIDENCE = 0.5
@@ -103,9 +103,9 @@ def memory_fields_validate(item: MemoryDraft | Memory) -> None:
         if getattr(item, name) not in choices.values:
             raise ApplicationError(f"'{name}' must be one of: {', '.join(choices.values)}.", field=name)
     if item.scope == Scope.PRIVATE and item.owner is None:
-        raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope")
+        raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope", needs="speaker_id")
     if item.scope == Scope.ROOM and item.room is None:
-        raise ApplicationError(ROOM_NEEDS_ROOM, field="room")
+        raise ApplicationError(ROOM_NEEDS_ROOM, field="scope", needs="room_id")
     item.owner, item.room = scope_holders(scope=item.scope, owner=item.owner, room=item.room)
     language_check(item.language)
     for name in ("confidence", "importance"):

@@ -93,3 +93,12 @@ def test_an_unrelated_remember_lifts_nothing():
     memories_forget(memory_ids=[remember("The gate code is 4711").memory.pk], actor="test")
     result = remember("Julian likes short answers")
     assert result.lifted_tombstones == [] and Tombstone.objects.count() == 1
+
+
+@pytest.mark.parametrize(("scope", "needs"), [(Scope.PRIVATE, "speaker_id"), (Scope.ROOM, "room_id")])
+def test_a_scope_without_its_holder_names_what_it_needs(scope, needs):
+    """The store's one holder rule answers for remember too: the scope is at fault, the speaker or room is needed."""
+    with pytest.raises(ApplicationError) as excinfo:
+        memory_remember(content="My PIN is 1234", speaker=None, room=None, scope=scope)
+    assert (excinfo.value.field, excinfo.value.needs) == ("scope", needs)
+    assert not Memory.objects.exists()

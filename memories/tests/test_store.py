@@ -88,7 +88,7 @@ def test_an_explicit_remember_lifts_only_blocks_the_speaker_could_have_made():
         ({"content": "  "}, "content"),
         ({"content": "x" * 4001}, "content"),
         ({"content": "ok", "scope": Scope.PRIVATE}, "scope"),
-        ({"content": "ok", "scope": Scope.ROOM}, "room"),
+        ({"content": "ok", "scope": Scope.ROOM}, "scope"),
         ({"content": "ok", "kind": "rumour"}, "kind"),
         ({"content": "ok", "confidence": 2}, "confidence"),
         ({"content": "ok", "language": "Deutsch"}, "language"),
