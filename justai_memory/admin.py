@@ -17,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from justai_memory import admin_recall_preview  # noqa: F401  (registers the memory admin with the recall preview)
 from justai_memory.admin_trail import source_trail
-from justai_memory.household import person_delete, person_delete_preview, person_export
+from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
 from memories.admin.filters import label_name
 from memories.models import Memory
@@ -37,6 +37,13 @@ def export_response(*, people) -> HttpResponse:
     return response
 
 
+def export_refusal() -> str:
+    return gettext(
+        "Exporting needs the permission to view people, memories and conversations: "
+        "the export holds their memories' text and what they said."
+    )
+
+
 @admin.register(Person)
 class PersonAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "alias_list", "preferred_language", "overview", "created_at"]
@@ -53,9 +60,13 @@ class PersonAdmin(admin.ModelAdmin):
         url = reverse("admin:people_person_overview", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, gettext("What the assistant knows"))
 
-    @admin.action(description=_("Export everything stored about them (JSON)"))
+    @admin.action(permissions=["export"], description=_("Export everything stored about them (JSON)"))
     def export_json(self, request, queryset):
         return export_response(people=list(queryset.order_by("pk")))
+
+    def has_export_permission(self, request):
+        """The action is offered (and run) only to who may read everything the export holds."""
+        return may_export(request.user)
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -133,14 +144,14 @@ class PersonAdmin(admin.ModelAdmin):
                     counts["forget_blocks"],
                 ),
             ],
-            "export_url": reverse("admin:people_person_export", args=[person.pk]),
+            "export_url": reverse("admin:people_person_export", args=[person.pk]) if may_export(request.user) else None,
         }
         return TemplateResponse(request, "admin/people/person/overview.html", context)
 
     def export_view(self, request, person_id: int):
         person = get_object_or_404(Person, pk=person_id)
-        if not self.has_view_permission(request, person):
-            raise PermissionDenied
+        if not (self.has_view_permission(request, person) and may_export(request.user)):
+            raise PermissionDenied(export_refusal())
         return export_response(people=[person])
 
     # The stock confirmation page already lists the private memories that go with the person

@@ -70,3 +70,25 @@ def test_a_room_with_forget_blocks_cannot_be_deleted_in_the_admin(admin_client):
     page = admin_client.post(f"{ROOMS}{room.pk}/delete/", {"post": "yes"})
     assert page.status_code == 200 and "Cannot delete" in page.content.decode()
     assert Room.objects.filter(pk=room.pk).exists()
+
+
+def test_exporting_a_person_needs_the_permission_to_read_their_memories_and_conversations(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    anna = PersonFactory(name="Anna")
+    MemoryFactory(content="Annas PIN ist 4321.", scope=Scope.PRIVATE, owner=anna)
+    user = django_user_model.objects.create_user(username="viewer", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_person"))
+    client.force_login(user)
+    refused = client.get(f"{PEOPLE}{anna.pk}/export/")
+    assert refused.status_code == 403 and b"4321" not in refused.content
+    action = client.post(PEOPLE, {"action": "export_json", ACTION_CHECKBOX_NAME: [anna.pk]}, follow=True)
+    assert action["Content-Type"].startswith("text/html") and b"4321" not in action.content
+    assert "export_json" not in client.get(PEOPLE).content.decode()
+    overview = client.get(f"{PEOPLE}{anna.pk}/overview/").content.decode()
+    assert overview.count("person-export") == 0 and f"{PEOPLE}{anna.pk}/export/" not in overview
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_memory", "view_conversation"]))
+    client.force_login(django_user_model.objects.get(pk=user.pk))
+    assert b"4321" in client.get(f"{PEOPLE}{anna.pk}/export/").content
+    assert b"4321" in client.post(PEOPLE, {"action": "export_json", ACTION_CHECKBOX_NAME: [anna.pk]}).content
+    assert f"{PEOPLE}{anna.pk}/export/" in client.get(f"{PEOPLE}{anna.pk}/overview/").content.decode()
