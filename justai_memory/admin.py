@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -21,6 +20,7 @@ from justai_memory.household import may_export, person_delete, person_delete_pre
 from memories.actors import Actor
 from memories.admin.filters import label_name
 from memories.models import Memory
+from memories.selectors.person import person_memories
 from people.models import Person, Room
 from transcripts.selectors import conversations_spoken_in
 
@@ -77,8 +77,8 @@ class PersonAdmin(admin.ModelAdmin):
         ]
 
     def overview_view(self, request, person_id: int):
-        """What the assistant knows about this person: the memories inline, each with a forget button, and
-        the conversations they spoke in (any turn). Admins see every memory; forgotten ones left no text."""
+        """What the assistant knows about this person: the memories it would show them, inline, each with a
+        forget button, and the conversations they spoke in (any turn). Forgotten ones left no text."""
         person = get_object_or_404(Person, pk=person_id)
         if not self.has_view_permission(request, person):
             raise PermissionDenied
@@ -86,8 +86,10 @@ class PersonAdmin(admin.ModelAdmin):
         # Memory text and conversations only for who may view them in their own lists.
         may_view_memories = request.user.has_perm("memories.view_memory")
         may_view_conversations = request.user.has_perm("transcripts.view_conversation")
+        # What the assistant would tell them (person_memories, the visibility rule, as in their export):
+        # someone else's private memory about them is not on their page (docs/admin.md says why).
         memories = (
-            Memory.objects.filter(Q(owner=person) | Q(about=person))
+            person_memories(person=person)
             .defer("embedding", "search_vector")
             .select_related("room", "owner")
             .order_by("-created_at", "-pk")
@@ -99,7 +101,7 @@ class PersonAdmin(admin.ModelAdmin):
             {
                 "memory": m,
                 "label": label_name(m.provenance),
-                "whose": gettext("theirs") if m.owner_id == person.pk else gettext("about them"),
+                "whose": gettext("theirs") if m.relation == "owner" else gettext("about them"),
                 "trail": source_trail(m.source_ref),
                 "forget_url": f"{reverse('admin:memories_memory_delete', args=[m.pk])}?{urlencode({'next': here})}",
             }

@@ -92,3 +92,16 @@ def test_exporting_a_person_needs_the_permission_to_read_their_memories_and_conv
     assert b"4321" in client.get(f"{PEOPLE}{anna.pk}/export/").content
     assert b"4321" in client.post(PEOPLE, {"action": "export_json", ACTION_CHECKBOX_NAME: [anna.pk]}).content
     assert f"{PEOPLE}{anna.pk}/export/" in client.get(f"{PEOPLE}{anna.pk}/overview/").content.decode()
+
+
+def test_a_persons_page_shows_what_the_assistant_would_tell_them_not_anothers_private_note_about_them(admin_client):
+    julia, marco, kitchen = PersonFactory(name="Julia"), PersonFactory(name="Marco"), RoomFactory(name="Küche")
+    MemoryFactory(content="Überraschungsparty für Marco am Samstag.", scope=Scope.PRIVATE, owner=julia, about=marco)
+    MemoryFactory(content="Marco mag Espresso.", scope=Scope.SHARED, about=marco)
+    MemoryFactory(content="Marcos Fahrrad steht in der Küche.", scope=Scope.ROOM, room=kitchen, about=marco)
+    MemoryFactory(content="Marcos PIN ist 1234.", scope=Scope.PRIVATE, owner=marco)
+    page = admin_client.get(f"{PEOPLE}{marco.pk}/overview/").content.decode()
+    assert "Überraschungsparty" not in page
+    assert all(text in page for text in ("Marco mag Espresso.", "Marcos Fahrrad", "Marcos PIN ist 1234."))
+    assert "3 memories: theirs or about them" in page
+    assert "Überraschungsparty" in admin_client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()
