@@ -41,6 +41,11 @@ from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
 MCP_PATH = "/mcp"
+# Approving a connection is reading the household's memory as the speaker chosen on the consent page
+# (any person): whoever approves needs the right to add connections and to read memories. A connection
+# that may also remember and forget needs the rights to add and delete memories (else: recall only).
+APPROVE_PERMISSIONS = ("connections.add_connection", "memories.view_memory")
+WRITE_PERMISSIONS = ("memories.add_memory", "memories.delete_memory")
 
 
 class MemoryValidator(OAuth2Validator):
@@ -120,9 +125,9 @@ class ConsentForm(AllowForm):
     )
     access = forms.ChoiceField(choices=Access.choices, label=_("It may"))
 
-    def __init__(self, *args, requested_scopes=(), **kwargs):
+    def __init__(self, *args, requested_scopes=(), may_write=True, **kwargs):
         super().__init__(*args, **kwargs)
-        if requested_scopes and WRITE not in requested_scopes:
+        if (requested_scopes and WRITE not in requested_scopes) or not may_write:
             self.fields["access"].choices = [(Access.RECALL, Access.RECALL.label)]
         self.fields["access"].initial = Access.ALL if WRITE in requested_scopes else Access.RECALL
 
@@ -146,7 +151,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
 
     def test_func(self):
         user = self.request.user
-        return user.is_active and user.is_staff and user.has_perm("connections.add_connection")
+        return user.is_active and user.is_staff and user.has_perms(APPROVE_PERMISSIONS)
 
     def get_login_url(self):
         return reverse("admin:login")
@@ -155,6 +160,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         kwargs = super().get_form_kwargs()
         scope = self.request.POST.get("scope") or " ".join(self.oauth2_data.get("scopes", []))
         kwargs["requested_scopes"] = scope.split()
+        kwargs["may_write"] = self.request.user.has_perms(WRITE_PERMISSIONS)
         return kwargs
 
     def get_context_data(self, **kwargs):

@@ -101,6 +101,41 @@ def test_the_consent_page_needs_an_admin(client, client_app, django_user_model):
     assert client.get(f"/oauth/authorize/?{query}").status_code == 403
 
 
+def staff_with(django_user_model, *codenames):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("keeper", password="x", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+def test_approving_a_connection_needs_the_right_to_read_memories(client, client_app, django_user_model):
+    """Approving is reading as the chosen speaker: the right to add connections alone is not enough."""
+    query = authorize_query(client_app[0], REDIRECT, challenge=None, scope=f"{READ} {WRITE}")
+    client.force_login(staff_with(django_user_model, "add_connection"))
+    assert client.get(f"/oauth/authorize/?{query}").status_code == 403
+    data = {"client_id": client_app[0], "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1"}
+    data |= {"scope": READ, "room": RoomFactory().pk, "model_location": "local", "access": Access.RECALL}
+    assert client.post("/oauth/authorize/", {**data, "allow": "Allow"}).status_code == 403
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+
+
+def test_a_connection_that_remembers_and_forgets_needs_the_rights_to_add_and_delete_memories(
+    client, client_app, django_user_model
+):
+    client.force_login(staff_with(django_user_model, "add_connection", "view_memory"))
+    page = client.get(f"/oauth/authorize/?{authorize_query(client_app[0], REDIRECT, challenge=None)}")
+    assert page.status_code == 200
+    assert page.context["form"].fields["access"].choices == [(Access.RECALL, Access.RECALL.label)]
+    data = {"client_id": client_app[0], "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1"}
+    data |= {"scope": f"{READ} {WRITE}", "room": RoomFactory().pk, "model_location": "local", "allow": "Allow"}
+    refused = client.post("/oauth/authorize/", {**data, "access": Access.ALL})
+    assert refused.status_code == 200 and "access" in refused.context["form"].errors
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+    allowed = client.post("/oauth/authorize/", {**data, "access": Access.RECALL})
+    assert allowed.status_code == 302 and Connection.objects.get().scope == Access.RECALL
+
+
 def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_app, django_capture_on_commit_callbacks):
     client_id, secret = client_app
     room, speaker = RoomFactory(name="Kitchen"), PersonFactory()
