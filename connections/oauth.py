@@ -9,13 +9,14 @@ the lookup the MCP server makes for each bearer token.
 
 import functools
 import hashlib
+import posixpath
 from typing import Annotated, Literal
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlparse, urlsplit
 
 from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.db import transaction
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -33,7 +34,7 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
     OAuthProtectedResourceMetadataView,
 )
-from oauthlib.oauth2.rfc6749.errors import InvalidClientIdError
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError
 from pydantic import BaseModel, Field, StringConstraints, ValidationError
 
 from connections.models import READ, WRITE, Access, Connection
@@ -41,6 +42,36 @@ from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
 MCP_PATH = "/mcp"
+# Approving a connection is reading the household's memory as the speaker chosen on the consent page
+# (any person): whoever approves needs the right to add connections and to read memories. A connection
+# that may also remember and forget needs the rights to add and delete memories (else: recall only).
+APPROVE_PERMISSIONS = ("connections.add_connection", "memories.view_memory")
+WRITE_PERMISSIONS = ("memories.add_memory", "memories.delete_memory")
+DEFAULT_PORTS = {"http": 80, "https": 443}
+NOT_THIS_RESOURCE = "This server issues tokens for its MCP server only: {resource}."
+
+
+def resource_key(uri) -> tuple | None:
+    """A resource URI as RFC 8707 compares it: scheme, host, port (the scheme's default when left out) and
+    path (dot segments and a trailing slash removed); None for what is no absolute http(s) URI of a host."""
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except (TypeError, ValueError):
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not parts.hostname or parts.username is not None or parts.fragment:
+        return None
+    return scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme], posixpath.normpath(parts.path or "/")
+
+
+def oauthlib_mcp_resource(request) -> str:
+    """The MCP server's URL on the origin an oauthlib request came to (django-oauth-toolkit hands oauthlib the
+    Django request's META as headers, with ``X_DJANGO_OAUTH_TOOLKIT_SECURE`` when it came over https)."""
+    django_request = HttpRequest()
+    django_request.META = dict(request.headers)
+    scheme = "https" if request.headers.get("X_DJANGO_OAUTH_TOOLKIT_SECURE") else "http"
+    return f"{scheme}://{django_request.get_host()}{MCP_PATH}"
 
 
 class MemoryValidator(OAuth2Validator):
@@ -65,14 +96,41 @@ class MemoryValidator(OAuth2Validator):
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
             return False
         # Only codes from the consent page are exchanged: each belongs to one connection.
-        request.memory_connection = Connection.objects.active().filter(grant__code=code, application=client).first()
-        return request.memory_connection is not None
+        request.memory_connection = (
+            Connection.objects.active().select_related("grant").filter(grant__code=code, application=client).first()
+        )
+        if request.memory_connection is None:
+            return False
+        self._refuse_other_resources(request, request.memory_connection.grant.resource)
+        return True
 
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
             return False
         family = request.refresh_token_instance.token_family
-        return Connection.objects.active().filter(token_family=family).exists()
+        if not Connection.objects.active().filter(token_family=family).exists():
+            return False
+        self._refuse_other_resources(request, request.refresh_token_instance.resource)
+        return True
+
+    def _refuse_other_resources(self, request, granted) -> None:
+        """RFC 8707: a token is only for this MCP server. A resource the client names at the token endpoint, or
+        named when it was authorized (``granted``), that is not /mcp on the origin asked is ``invalid_target``."""
+        ours = oauthlib_mcp_resource(request)
+        named = getattr(request, "resource", None)
+        named = [named] if isinstance(named, str) else list(named or [])
+        named += [value for key, value in getattr(request, "decoded_body", None) or [] if key == "resource"]
+        if any(resource_key(resource) != resource_key(ours) for resource in [*named, *(granted or [])] if resource):
+            raise CustomOAuth2Error(
+                error="invalid_target", description=NOT_THIS_RESOURCE.format(resource=ours), request=request
+            )
+
+    def _check_and_set_request_resource(self, request):
+        """A token names the resource it is for (RFC 8707): a client that named none gets one bound at issue to
+        the MCP server on the origin it asked (``validate_code`` and ``validate_refresh_token`` refused others)."""
+        super()._check_and_set_request_resource(request)
+        if not request.resource:
+            request.resource = [oauthlib_mcp_resource(request)]
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
@@ -82,15 +140,20 @@ class MemoryValidator(OAuth2Validator):
         return refresh_token
 
 
-def connection_for_token(raw_token: str, resource_path: str = MCP_PATH) -> tuple[Connection, frozenset[str]] | None:
+def connection_for_token(raw_token: str, resource: str) -> tuple[Connection, frozenset[str]] | None:
     """The active connection a bearer token was issued for, and the token's scopes; None for any other token.
 
-    The token must be unexpired, issued for this MCP server (RFC 8707 ``resource``, when the client named
-    one) and belong to a connection that was not revoked.
+    The token must be unexpired, issued for ``resource`` (this MCP server's URL as the request reached it:
+    RFC 8707, scheme, host, port and path all compared) and belong to a connection that was not revoked.
+    Every token is bound to a resource at issue (``MemoryValidator``); one without (issued before that, an
+    hour at most) was issued here for this server.
     """
     checksum = hashlib.sha256(raw_token.encode()).hexdigest()
     token = get_access_token_model().objects.filter(token_checksum=checksum, expires__gt=timezone.now()).first()
-    if token is None or not all(urlparse(r).path.rstrip("/") == resource_path for r in token.resource or []):
+    wanted = resource_key(resource)
+    if token is None or wanted is None:
+        return None
+    if any(resource_key(audience) != wanted for audience in token.resource):
         return None
     family = get_refresh_token_model().objects.filter(access_token=token).values("token_family")
     connection = Connection.objects.active().select_related("room", "speaker").filter(token_family__in=family).first()
@@ -120,9 +183,9 @@ class ConsentForm(AllowForm):
     )
     access = forms.ChoiceField(choices=Access.choices, label=_("It may"))
 
-    def __init__(self, *args, requested_scopes=(), **kwargs):
+    def __init__(self, *args, requested_scopes=(), may_write=True, **kwargs):
         super().__init__(*args, **kwargs)
-        if requested_scopes and WRITE not in requested_scopes:
+        if (requested_scopes and WRITE not in requested_scopes) or not may_write:
             self.fields["access"].choices = [(Access.RECALL, Access.RECALL.label)]
         self.fields["access"].initial = Access.ALL if WRITE in requested_scopes else Access.RECALL
 
@@ -146,7 +209,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
 
     def test_func(self):
         user = self.request.user
-        return user.is_active and user.is_staff and user.has_perm("connections.add_connection")
+        return user.is_active and user.is_staff and user.has_perms(APPROVE_PERMISSIONS)
 
     def get_login_url(self):
         return reverse("admin:login")
@@ -155,6 +218,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         kwargs = super().get_form_kwargs()
         scope = self.request.POST.get("scope") or " ".join(self.oauth2_data.get("scopes", []))
         kwargs["requested_scopes"] = scope.split()
+        kwargs["may_write"] = self.request.user.has_perms(WRITE_PERMISSIONS)
         return kwargs
 
     def get_context_data(self, **kwargs):

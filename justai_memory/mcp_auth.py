@@ -42,34 +42,40 @@ class Grant:
     connection: Connection | None = None
 
 
-def resource_metadata_url(scope, headers: dict[str, str]) -> str:
-    """The RFC 9728 document of /mcp on the origin this request came to (the proxy's scheme if trusted)."""
+def origin(scope, headers: dict[str, str]) -> str:
+    """The origin this request came to: its Host, and the proxy's scheme if trusted (as Django builds URLs)."""
     scheme = scope.get("scheme", "http")
     if settings.SECURE_PROXY_SSL_HEADER:
         header, value = settings.SECURE_PROXY_SSL_HEADER
         if headers.get(header.removeprefix("HTTP_").replace("_", "-").lower()) == value:
             scheme = "https"
-    return f"{scheme}://{headers['host']}/.well-known/oauth-protected-resource{MCP_PATH}"
+    return f"{scheme}://{headers['host']}"
 
 
-def _oauth_grant(token: str) -> Grant | None:
+def resource_metadata_url(scope, headers: dict[str, str]) -> str:
+    """The RFC 9728 document of /mcp on the origin this request came to."""
+    return f"{origin(scope, headers)}/.well-known/oauth-protected-resource{MCP_PATH}"
+
+
+def _oauth_grant(token: str, resource: str) -> Grant | None:
     close_old_connections()
     try:
-        found = connection_for_token(token)
+        found = connection_for_token(token, resource)
     finally:
         close_old_connections()
     return Grant(scopes=found[1], connection=found[0]) if found else None
 
 
-async def authorization_grant(authorization: str) -> Grant | None:
-    """The grant of an ``Authorization`` header value, or None when it carries no valid token."""
+async def authorization_grant(authorization: str, resource: str) -> Grant | None:
+    """The grant of an ``Authorization`` header value at ``resource`` (this server's MCP URL as the request
+    reached it: an OAuth token must have been issued for it), or None when it carries no valid token."""
     scheme, _, token = authorization.partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return None
     if authorization_valid(authorization):
         return Grant(scopes=ALL_SCOPES)
-    return await anyio.to_thread.run_sync(_oauth_grant, token)
+    return await anyio.to_thread.run_sync(_oauth_grant, token, resource)
 
 
 def request_grant(request) -> Grant | None:
@@ -93,7 +99,7 @@ class McpAuth:
             return
         authorization = headers.get("authorization", "")
         try:
-            grant = await authorization_grant(authorization)
+            grant = await authorization_grant(authorization, f"{origin(scope, headers)}{MCP_PATH}")
         except (OperationalError, InterfaceError):  # the database is down: the tokens cannot be checked
             retry = [(b"retry-after", str(RETRY_AFTER_DATABASE).encode())]
             await send_json(send, 503, {"error": UNAVAILABLE, "field": None}, retry)

@@ -24,6 +24,7 @@ from people.tests.factories import PersonFactory, RoomFactory
 pytestmark = pytest.mark.django_db
 
 REDIRECT = "https://my.home-assistant.io/redirect/oauth"
+MCP = "http://testserver/mcp"  # the MCP server as the test client reaches it
 
 
 @pytest.fixture
@@ -101,6 +102,41 @@ def test_the_consent_page_needs_an_admin(client, client_app, django_user_model):
     assert client.get(f"/oauth/authorize/?{query}").status_code == 403
 
 
+def staff_with(django_user_model, *codenames):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("keeper", password="x", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+def test_approving_a_connection_needs_the_right_to_read_memories(client, client_app, django_user_model):
+    """Approving is reading as the chosen speaker: the right to add connections alone is not enough."""
+    query = authorize_query(client_app[0], REDIRECT, challenge=None, scope=f"{READ} {WRITE}")
+    client.force_login(staff_with(django_user_model, "add_connection"))
+    assert client.get(f"/oauth/authorize/?{query}").status_code == 403
+    data = {"client_id": client_app[0], "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1"}
+    data |= {"scope": READ, "room": RoomFactory().pk, "model_location": "local", "access": Access.RECALL}
+    assert client.post("/oauth/authorize/", {**data, "allow": "Allow"}).status_code == 403
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+
+
+def test_a_connection_that_remembers_and_forgets_needs_the_rights_to_add_and_delete_memories(
+    client, client_app, django_user_model
+):
+    client.force_login(staff_with(django_user_model, "add_connection", "view_memory"))
+    page = client.get(f"/oauth/authorize/?{authorize_query(client_app[0], REDIRECT, challenge=None)}")
+    assert page.status_code == 200
+    assert page.context["form"].fields["access"].choices == [(Access.RECALL, Access.RECALL.label)]
+    data = {"client_id": client_app[0], "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1"}
+    data |= {"scope": f"{READ} {WRITE}", "room": RoomFactory().pk, "model_location": "local", "allow": "Allow"}
+    refused = client.post("/oauth/authorize/", {**data, "access": Access.ALL})
+    assert refused.status_code == 200 and "access" in refused.context["form"].errors
+    assert not Connection.objects.exists() and not get_grant_model().objects.exists()
+    allowed = client.post("/oauth/authorize/", {**data, "access": Access.RECALL})
+    assert allowed.status_code == 302 and Connection.objects.get().scope == Access.RECALL
+
+
 def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_app, django_capture_on_commit_callbacks):
     client_id, secret = client_app
     room, speaker = RoomFactory(name="Kitchen"), PersonFactory()
@@ -109,7 +145,7 @@ def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_a
 
     tokens = exchange(admin, client_id, secret, redirect["code"]).json()
     assert tokens["scope"] == READ and tokens["token_type"] == "Bearer"
-    connection, scopes = connection_for_token(tokens["access_token"])
+    connection, scopes = connection_for_token(tokens["access_token"], MCP)
     assert (connection.room, connection.speaker, connection.model_location) == (room, speaker, "local")
     assert scopes == {READ}
     # Stored hashed: neither token is in the database.
@@ -117,11 +153,11 @@ def test_a_confidential_client_connects_refreshes_and_is_revoked(admin, client_a
     assert not get_refresh_token_model().objects.filter(token=tokens["refresh_token"]).exists()
 
     refreshed = refresh(admin, client_id, secret, tokens["refresh_token"]).json()
-    assert connection_for_token(tokens["access_token"]) is None  # the old access token is gone
-    assert connection_for_token(refreshed["access_token"])[0] == connection
+    assert connection_for_token(tokens["access_token"], MCP) is None  # the old access token is gone
+    assert connection_for_token(refreshed["access_token"], MCP)[0] == connection
 
     connection.revoke()
-    assert connection_for_token(refreshed["access_token"]) is None
+    assert connection_for_token(refreshed["access_token"], MCP) is None
     again = refresh(admin, client_id, secret, refreshed["refresh_token"])
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
@@ -214,9 +250,9 @@ def test_a_deleted_room_ends_the_connection(admin, client_app):
     client_id, secret = client_app
     room = RoomFactory()
     token = exchange(admin, client_id, secret, approve(admin, client_id, room=room)["code"]).json()["access_token"]
-    assert connection_for_token(token) is not None
+    assert connection_for_token(token, MCP) is not None
     room.delete()
-    assert connection_for_token(token) is None
+    assert connection_for_token(token, MCP) is None
 
 
 def test_the_consent_page_speaks_the_households_language(admin, client_app):
@@ -254,7 +290,7 @@ def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
         "/admin/connections/connection/", {"action": "revoke", "_selected_action": [connection.pk]}, follow=True
     )
     assert "1 connection revoked." in response.content.decode()
-    assert connection_for_token(tokens["access_token"]) is None
+    assert connection_for_token(tokens["access_token"], MCP) is None
     assert not get_access_token_model().objects.exists()
     assert "revoked" in admin.get("/admin/connections/connection/").content.decode()
 
@@ -278,7 +314,7 @@ def test_the_daily_clean_up_removes_what_no_connection_can_use_any_more(admin, c
 
     assert not get_refresh_token_model().objects.exclude(revoked=None).exists()
     assert not get_access_token_model().objects.exists()
-    assert connection_for_token(refreshed["access_token"]) is None
+    assert connection_for_token(refreshed["access_token"], MCP) is None
 
 
 @pytest.mark.parametrize("allow", [True, False])
@@ -324,3 +360,82 @@ def test_the_admin_shows_the_clients_and_the_connections(admin):
         assert admin.get(url).status_code == 200, url
     home = admin.get("/admin/").content.decode()
     assert "Connected assistants" in home and "/admin/oauth2_provider/accesstoken/" not in home  # tokens hidden
+
+
+def test_a_token_is_bound_at_issue_to_this_mcp_server(admin, client_app):
+    """RFC 8707: a token names its resource; one issued without a resource is bound to /mcp on the origin."""
+    client_id, secret = client_app
+    tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
+    assert get_access_token_model().objects.get().resource == [MCP]
+    assert connection_for_token(tokens["access_token"], "http://testserver:80/mcp/") is not None  # the same URL
+    for other in (
+        "https://testserver/mcp",  # another scheme
+        "http://localhost/mcp",  # another host
+        "http://testserver:8000/mcp",  # another port
+        "http://testserver/other/mcp",  # another path
+        "not a url",
+    ):
+        assert connection_for_token(tokens["access_token"], other) is None, other
+    refreshed = refresh(admin, client_id, secret, tokens["refresh_token"]).json()
+    assert connection_for_token(refreshed["access_token"], MCP) is not None
+    assert {tuple(t.resource) for t in get_access_token_model().objects.all()} == {(MCP,)}
+
+
+@pytest.mark.parametrize("where", ["authorize", "token"])
+def test_a_code_for_another_resource_gets_no_token(admin, client_app, where):
+    client_id, secret = client_app
+    other = "https://other-server.example/mcp"
+    query = authorize_query(
+        client_id, REDIRECT, challenge=None, scope=READ, **({"resource": other} if where == "authorize" else {})
+    )
+    admin.get(f"/oauth/authorize/?{query}")
+    data = {"client_id": client_id, "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1", "scope": READ}
+    data |= {"room": RoomFactory().pk, "model_location": "local", "access": Access.RECALL, "allow": "Allow"}
+    if where == "authorize":
+        data["resource"] = other
+    code = code_from(admin.post("/oauth/authorize/", data)["Location"])["code"]
+    body = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "client_id": client_id}
+    body |= {"client_secret": secret, **({"resource": other} if where == "token" else {})}
+    response = admin.post("/oauth/token/", body)
+    assert response.status_code == 400 and response.json()["error"] == "invalid_target", response.content
+    assert MCP in response.json()["error_description"]
+    assert not get_access_token_model().objects.exists()
+
+
+def mcp_gate(authorization: str, host: bytes = b"testserver") -> tuple[bool, list[dict]]:
+    """One request through the MCP server's gate (``McpAuth``): whether it reached the MCP app, and what was sent.
+
+    The gate looks the token up in a worker thread, on its own database connection: the test's data must be
+    committed (``django_db(transaction=True)``)."""
+    import asyncio
+
+    from justai_memory.mcp_auth import McpAuth
+
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope)
+
+    async def send(message):
+        sent.append(message)
+
+    async def now(fn, *args):
+        return fn(*args)
+
+    headers = [(b"host", host), (b"authorization", authorization.encode())]
+    asyncio.run(McpAuth(app)({"type": "http", "scheme": "http", "path": "/mcp", "headers": headers}, None, send))
+    return bool(reached), sent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_for_another_resource_is_refused_at_the_mcp_server_with_invalid_token(admin, client_app, settings):
+    client_id, secret = client_app
+    token = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
+    bearer = f"Bearer {token['access_token']}"
+    assert mcp_gate(bearer) == (True, [])
+    settings.ALLOWED_HOSTS = ["testserver", "memory.example"]
+    for resource, host in ((["https://other-server.example/mcp"], b"testserver"), ([MCP], b"memory.example")):
+        get_access_token_model().objects.update(resource=resource)
+        reached, sent = mcp_gate(bearer, host)
+        assert not reached and sent[0]["status"] == 401
+        assert 'error="invalid_token"' in dict(sent[0]["headers"])[b"www-authenticate"].decode()
