@@ -19,5 +19,5 @@ class ApplicationError(Exception):
 
 
 def with_source(message: str, source: str) -> str:
-    """``message`` with where its input comes from: "A private memory needs a known speaker (speaker_id)."."""
+    """``message`` with where its input comes from: "A private memory needs its owner, a known speaker (speaker_id)."."""
     return f"{message.removesuffix('.')} ({source})."

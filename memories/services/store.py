@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 CONTENT_EMPTY = "Memory content must not be empty."
 CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
-PRIVATE_NEEDS_OWNER = "A private memory needs a known speaker."
+PRIVATE_NEEDS_OWNER = "A private memory needs its owner, a known speaker."
 ROOM_NEEDS_ROOM = "A room memory needs a room."
 # A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
 INFERRED_MAX_CONFIDENCE = 0.5
