@@ -470,9 +470,11 @@ def end_to_end(*, conversations: int, workers: int) -> None:
         return response.json()
 
     def talk(n: int) -> int:
-        pk = post("/internal/v1/conversations", {"room_id": room.pk, "speaker_id": anna.pk, "language": "de"}, "start")[
-            "id"
-        ]
+        pk = post(
+            "/internal/v1/conversations",
+            {"room_id": room.pk, "speaker_id": anna.pk, "language": "de", "model_location": "local"},
+            "start",
+        )["id"]
         turns = []
         for t in range(E2E_TURNS):
             text = sentences[(n * E2E_TURNS + t) % len(sentences)]
@@ -716,7 +718,9 @@ def main() -> None:
             embed_ms.append((time.perf_counter() - t0) * 1000)
         # Both paths on the same items, in alternating order so neither always finds the caches warmer.
         for name in sorted(paths, reverse=bool(run % 2)):
-            conversation = Conversation.objects.create(room=room, speaker=speaker, language="es")
+            conversation = Conversation.objects.create(
+                room=room, speaker=speaker, language="es", model_location="local"
+            )
             c1, t1 = cpu_seconds(), time.perf_counter()
             with transaction.atomic():
                 stats = paths[name](conversation, extraction)
@@ -729,7 +733,7 @@ def main() -> None:
     load_after = os.getloadavg()
 
     def fresh(run: int):
-        conversation = Conversation.objects.create(room=room, speaker=speaker, language="es")
+        conversation = Conversation.objects.create(room=room, speaker=speaker, language="es", model_location="local")
         return conversation, extraction_of(run), undo
 
     # Per step, on conversations not timed above (so their words are as new to the caches as the timed ones').
@@ -741,7 +745,7 @@ def main() -> None:
 
     # Statements per conversation, and the plans of the batch's two set-based statements (rolled back).
     extraction = extraction_of(0)
-    conversation = Conversation.objects.create(room=room, speaker=speaker, language="es")
+    conversation = Conversation.objects.create(room=room, speaker=speaker, language="es", model_location="local")
     statements = {}
     for name, path in paths.items():
         with transaction.atomic(), CaptureQueriesContext(connection) as captured:

@@ -137,7 +137,9 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
             *(("new value", item) for item in household["new_value"]),
         ]
         # Each labelled text also said once in a kept transcript: forgetting redacts the ones the rule drops.
-        conversation = Conversation.objects.create(room=Room.objects.get_or_create(name="bench")[0])
+        conversation = Conversation.objects.create(
+            room=Room.objects.get_or_create(name="bench")[0], model_location="local"
+        )
         turns = Turn.objects.bulk_create(
             Turn(conversation=conversation, role="user", text=item["text"]) for _, item in items
         )
@@ -311,7 +313,9 @@ def redaction_bench(*, turns: int, trials: int) -> None:
     secret = "Das WLAN-Passwort ist Sonnenblume-8812."
     rng = random.Random(11)
     room = Room.objects.get_or_create(name="bench")[0]
-    conversations = Conversation.objects.bulk_create(Conversation(room=room) for _ in range(max(1, turns // 20)))
+    conversations = Conversation.objects.bulk_create(
+        Conversation(room=room, model_location="local") for _ in range(max(1, turns // 20))
+    )
     Turn.objects.bulk_create(
         Turn(
             conversation=conversations[index % len(conversations)],

@@ -96,7 +96,7 @@ while time.perf_counter() < end:
         query=body["query"],
         speaker=speaker,
         room=Room.objects.get(pk=body["room_id"]),
-        model_location=model_location_of(conversation_location=None, model_location=body["model_location"]),
+        model_location=model_location_of(model_location=body["model_location"]),
         language=None,
         limit=body["limit"],
     )

@@ -172,7 +172,7 @@ def main() -> None:
     seconds: list[float] = []
     dated = dict.fromkeys(CATEGORIES, 0)
     for sample, (room, memory_of, turns) in zip(samples, stored, strict=True):
-        conversation = Conversation.objects.create(room=room, language="en")
+        conversation = Conversation.objects.create(room=room, language="en", model_location="local")
         candidates = recall_candidates(speaker=None, room=room)
         baseline = PlainBM25([text for _, text, _ in turns])
         turn_memory = [memory_of.get(dia_id) for dia_id, _, _ in turns]

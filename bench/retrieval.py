@@ -118,7 +118,7 @@ def main() -> None:
     candidates = recall_candidates(speaker=None, room=room)
     results = {}
     for language in PAIRS:
-        conversation = Conversation.objects.create(room=room, language=language)
+        conversation = Conversation.objects.create(room=room, language=language, model_location="local")
         questions, gold = [], []
         for pi, (p, p_de) in enumerate(zip(load(language), german, strict=True)):
             for qa, qa_de in zip(p["qas"], p_de["qas"], strict=True):

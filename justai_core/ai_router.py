@@ -8,10 +8,12 @@ environment (``AI_<ROLE>_*``, see docs/configuration.md, "AI router"); presets f
 import ipaddress
 import logging
 import os
+import re
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+import httpx2
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -56,6 +58,9 @@ PRIVATE_NETWORKS = tuple(
     ipaddress.ip_network(network) for network in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7")
 )
 LOCAL_SUFFIXES = (".local", ".lan", ".internal", ".home.arpa", ".localhost")
+# A host name as a resolver reads it: labels of letters, digits, hyphens (and underscores, as container names
+# have them), separated by dots.
+HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
 
 UNKNOWN_ROLE = "No AI role '{role}' is configured (AI_ROLES)."
 UNKNOWN_PROVIDER = "AI_{ROLE}_PROVIDER '{provider}' is not one of: {choices}."
@@ -118,19 +123,39 @@ class Provider:
         return key
 
 
+def host_of(base_url: str) -> str | None:
+    """The host the HTTP client connects to for ``base_url``, as it will send it; None when it refuses the URL.
+
+    The ``openai`` SDK sends through httpx2, so httpx2's own URL parser reads the address: userinfo
+    (``127.0.0.1@evil.com`` is evil.com), IDNA with the ideographic and full-width dots (U+3002, U+FF0E,
+    U+FF61) as label separators (``8。8。8。8`` is 8.8.8.8), lower case, IPv6 literals without brackets.
+    A host it refuses (full-width digits or letters, a malformed IPv4 literal) is never connected to.
+    """
+    try:
+        return httpx2.URL(base_url).raw_host.decode("ascii")
+    except (httpx2.InvalidURL, TypeError, UnicodeError):
+        return None
+
+
 def location_of(base_url: str) -> str:
-    """'local' when the URL's host is loopback, link-local, private (RFC 1918, IPv6 ULA) or a house-local name;
-    otherwise 'cloud'."""
-    host = (urlparse(base_url).hostname or "").lower().rstrip(".")
+    """'local' when the host the HTTP client will connect to is loopback, link-local, private (RFC 1918,
+    IPv6 ULA) or a house-local name; otherwise, and whenever that host cannot be told, 'cloud'."""
+    host = host_of(base_url)
     if not host:
         return CLOUD
+    name = host.rstrip(".")
     try:
-        address = ipaddress.ip_address(host)
+        address = ipaddress.ip_address(name)
     except ValueError:
-        try:  # the shorthands the resolver takes as IPv4 ("127.1", "134744072" for 8.8.8.8)
-            address = ipaddress.ip_address(socket.inet_aton(host))
+        if not HOST_NAME.fullmatch(name):
+            return CLOUD  # percent-encoding or anything else no resolver reads as this name
+        try:  # the forms the resolver takes as IPv4 (inet_aton): "127.1", "0x7f.1", "0177.1", "2130706433"
+            address = ipaddress.ip_address(socket.inet_aton(name))
         except OSError:
-            return LOCAL if "." not in host or host.endswith(LOCAL_SUFFIXES) else CLOUD
+            # A single label is a name in the house (a container such as "ollama") only as a relative name:
+            # with a trailing dot it is a top-level domain, looked up on the internet.
+            single = "." not in name and not host.endswith(".")
+            return LOCAL if single or name.endswith(LOCAL_SUFFIXES) else CLOUD
     if address.version == 6 and address.ipv4_mapped:
         address = address.ipv4_mapped
     in_house = address.is_loopback or address.is_link_local or any(address in net for net in PRIVATE_NETWORKS)

@@ -102,7 +102,7 @@ class RecallPreviewMixin:
                         speaker=data["speaker"],
                         room=data["room"],
                         model_location=model_location_of(
-                            conversation_location=conversation.model_location if conversation else None,
+                            stored_location=conversation.model_location if conversation else None,
                             model_location=data["model_location"],
                         ),
                         language=conversation.language if conversation else None,

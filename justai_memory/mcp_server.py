@@ -35,7 +35,6 @@ from pydantic import Field, ValidationError
 
 from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError, with_source
-from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory import __version__
 from justai_memory.api.errors import validation_messages
 from justai_memory.api.memories import (
@@ -54,6 +53,7 @@ from justai_memory.api.tools import TOOLS
 from justai_memory.mcp_auth import McpAuth, request_grant
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
+from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import memory_remember
@@ -62,11 +62,9 @@ from people.models import Person, Room
 ROOM_HEADER = "X-Room-Id"
 SPEAKER_HEADER = "X-Speaker-Id"
 MODEL_LOCATION_HEADER = "X-Model-Location"
-DEFAULT_MODEL_LOCATION = CLOUD
 HEADER_MISSING = "The MCP client must send the header {header} (set it in the client's MCP configuration)."
 HEADER_NOT_AN_ID = "The header {header} must be a number (an id from manage.py list_household)."
 HEADER_UNKNOWN = "The header {header} names no {what}: there is no {what} with id {pk} (see manage.py list_household)."
-MODEL_LOCATION_INVALID = f"The header {MODEL_LOCATION_HEADER} must be 'local' or 'cloud'."
 # Where an input of the services comes from over MCP (the JSON API's field names, as ApplicationError names them);
 # any other field is a tool argument of the same name.
 FROM_HEADER = "header {header} of the MCP client's configuration"
@@ -137,15 +135,18 @@ class Caller:
         self.connection = grant.connection
         if self.connection is not None:
             self.room, self.speaker = self.connection.room, self.connection.speaker
-            self.model_location = self.connection.model_location
+            # The one rule (memories.selectors.privacy): a stored location other than local is cloud.
+            self.model_location = model_location_of(model_location=None, stored_location=self.connection.model_location)
             return
         headers = ctx.headers or {}
         self.room = self._object(headers, ROOM_HEADER, Room, required=True)
         self.speaker = self._object(headers, SPEAKER_HEADER, Person, required=False)
-        location = (headers.get(MODEL_LOCATION_HEADER) or DEFAULT_MODEL_LOCATION).strip().lower()
-        if location not in MODEL_LOCATIONS:
-            raise ToolError(MODEL_LOCATION_INVALID)
-        self.model_location = location
+        said = (headers.get(MODEL_LOCATION_HEADER) or "").strip().lower()
+        try:
+            # No header (or an empty one) is cloud: the rule cannot be skipped by leaving it out.
+            self.model_location = model_location_of(model_location=said or None, required=False)
+        except ApplicationError as exc:
+            raise ToolError(with_source(exc.message, FROM_HEADER.format(header=MODEL_LOCATION_HEADER))) from None
 
     def source_of(self, field: str) -> str:
         """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""

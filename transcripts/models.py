@@ -33,7 +33,8 @@ class Conversation(models.Model):
         "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
     )
     language = models.CharField(max_length=8, default="en")
-    model_location = models.CharField(max_length=8, choices=ModelLocation.choices, default=ModelLocation.LOCAL)
+    # No default: whoever starts a conversation says where its model runs (the cloud rule reads it).
+    model_location = models.CharField(max_length=8, choices=ModelLocation.choices)
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
     ended_by = models.CharField(max_length=16, choices=EndedBy.choices, blank=True)

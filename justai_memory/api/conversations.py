@@ -5,7 +5,7 @@ from typing import Literal
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from justai_core.locations import ModelLocation
+from justai_core.locations import MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, LanguageCode, Text, lookup
 from justai_memory.api.memories import TurnOut
 from memories.limits import MAX_TURNS_PER_CALL
@@ -29,9 +29,9 @@ class ConversationIn(Input):
     room_id: Id
     speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
     language: LanguageCode = Field(description="ISO 639-1 code of the conversation, e.g. de.")
-    model_location: Literal[tuple(ModelLocation.values)] = Field(
-        ModelLocation.LOCAL.value,
-        description="Where the assistant's model runs: memories reach cloud models only when allowed.",
+    model_location: Literal[MODEL_LOCATIONS] = Field(
+        description="Where the assistant's model runs, local or cloud (required, no default): memories reach "
+        "cloud models only when the household allows it.",
     )
 
 

@@ -50,8 +50,8 @@ ModelLocationField = Field(
 def location_of(conversation: Conversation | None, model_location: str | None) -> str:
     """The model location the cloud rule applies to (a 400 naming ``model_location`` when it cannot be told)."""
     return model_location_of(
-        conversation_location=conversation.model_location if conversation is not None else None,
         model_location=model_location,
+        stored_location=conversation.model_location if conversation is not None else None,
     )
 
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
+import openai
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -12,6 +14,7 @@ from justai_core.ai_router import (
     AIRouterError,
     ProviderUnreachable,
     chat_complete,
+    host_of,
     location_of,
     location_warnings,
     provider_for,
@@ -79,6 +82,64 @@ def test_gemini_and_openai_are_cloud_and_read_their_key_from_the_named_variable(
     ],
 )
 def test_the_address_decides_the_location(url, location):
+    assert location_of(url) == location
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "location"),
+    [
+        # IDNA: the ideographic and full-width dots separate labels, as the HTTP client reads them
+        ("http://8。8。8。8:8000/v1", "8.8.8.8", "cloud"),
+        ("https://api。example。com/v1", "api.example.com", "cloud"),
+        ("https://203\uff0e0\uff0e113\uff0e7:8000/v1", "203.0.113.7", "cloud"),
+        ("http://8｡8｡8｡8/v1", "8.8.8.8", "cloud"),
+        ("http://127。0。0。1:8080/v1", "127.0.0.1", "local"),
+        ("http://gpu。local/v1", "gpu.local", "local"),
+        ("http://münchen.example/v1", "xn--mnchen-3ya.example", "cloud"),
+        ("http://küche.local/v1", "xn--kche-0ra.local", "local"),
+        # full-width digits and letters: the client refuses the URL; what cannot be told is cloud
+        ("http://\uff18.\uff18.\uff18.\uff18/v1", None, "cloud"),
+        ("http://\uff4f\uff4c\uff4c\uff41\uff4d\uff41/v1", None, "cloud"),  # ollama in full width
+        ("http://0177.0.0.1/v1", None, "cloud"),
+        ("http:///v1", "", "cloud"),
+        ("not a url", "", "cloud"),
+        # case and trailing dots
+        ("http://API.OPENAI.COM./v1", "api.openai.com.", "cloud"),
+        ("http://GPU.LOCAL./v1", "gpu.local.", "local"),
+        ("http://8.8.8.8./v1", "8.8.8.8.", "cloud"),
+        ("http://ai./v1", "ai.", "cloud"),  # a single label with a trailing dot is a top-level domain
+        # the numeric IPv4 forms the resolver takes
+        ("http://0x7f.1/v1", "0x7f.1", "local"),
+        ("http://0x7f000001/v1", "0x7f000001", "local"),
+        ("http://2130706433/v1", "2130706433", "local"),
+        ("http://127.1/v1", "127.1", "local"),
+        ("http://0177.1/v1", "0177.1", "local"),
+        ("http://0x8.0x8.0x8.0x8/v1", "0x8.0x8.0x8.0x8", "cloud"),
+        ("http://010.010.010.010/v1", None, "cloud"),  # octal 8.8.8.8 in dotted form: refused by the client
+        # IPv6 forms
+        ("http://[::1]:8000/v1", "::1", "local"),
+        ("http://[0:0:0:0:0:0:0:1]/v1", "0:0:0:0:0:0:0:1", "local"),
+        ("http://[::ffff:127.0.0.1]/v1", "::ffff:127.0.0.1", "local"),
+        ("http://[::ffff:808:808]/v1", "::ffff:808:808", "cloud"),
+        ("http://[fd12:3456::1]/v1", "fd12:3456::1", "local"),
+        ("http://[2606:4700::1111]/v1", "2606:4700::1111", "cloud"),
+        # userinfo: the host is after the last @
+        ("http://127.0.0.1@evil.com/v1", "evil.com", "cloud"),
+        ("http://127.0.0.1:80@8.8.8.8/v1", "8.8.8.8", "cloud"),
+        ("http://user:pw@192.168.1.5:8000/v1", "192.168.1.5", "local"),
+        # percent-encoding in the host: no resolver reads it as the decoded name
+        ("http://127%2E0%2E0%2E1/v1", "127%2e0%2e0%2e1", "cloud"),
+        ("http://evil%2Ecom/v1", "evil%2ecom", "cloud"),
+    ],
+)
+def test_the_address_is_read_as_the_http_client_reads_it(url, host, location):
+    """The host is the one the openai SDK's client connects to; the address rule sees only that host."""
+    assert host_of(url) == host
+    if host:  # what the SDK itself makes of the base URL: the same host, or the same refusal
+        assert openai.OpenAI(base_url=url, api_key="-").base_url.raw_host.decode() == host
+    elif host is None:
+        with pytest.raises(httpx2.InvalidURL):
+            openai.OpenAI(base_url=url, api_key="-")
     assert location_of(url) == location
 
 

@@ -75,7 +75,9 @@ def test_three_german_conversations_through_the_bundled_model_end_done():
         ids = []
         for turns in CONVERSATIONS:
             cid = service.api(
-                "POST", "/internal/v1/conversations", {"room_id": room_id, "speaker_id": anna_id, "language": "de"}
+                "POST",
+                "/internal/v1/conversations",
+                {"room_id": room_id, "speaker_id": anna_id, "language": "de", "model_location": "local"},
             ).json()["id"]
             body = [
                 t for text in turns for t in ({"role": "user", "text": text}, {"role": "assistant", "text": "Gut."})

@@ -110,7 +110,9 @@ def test_an_extraction_left_running_by_a_dead_worker_is_reported_not_fatal(api, 
     room = Room.objects.create(name="Health room")
     now = timezone.now()
     live, dead = (
-        Conversation.objects.create(room=room, started_at=now, ended_at=now, extraction_status=ExtractionStatus.RUNNING)
+        Conversation.objects.create(
+            room=room, model_location="local", started_at=now, ended_at=now, extraction_status=ExtractionStatus.RUNNING
+        )
         for _ in range(2)
     )
     with advisory_lock(LockId.EXTRACTION, key=live.pk) as acquired:  # what a live run holds

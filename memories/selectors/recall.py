@@ -295,9 +295,7 @@ def memory_recall(
         raise ApplicationError(QUERY_TOO_LONG, field="query")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
-    if not memories_allowed_for(
-        model_location=model_location_of(conversation_location=None, model_location=model_location)
-    ):
+    if not memories_allowed_for(model_location=model_location_of(model_location=model_location)):
         return RecallResult(
             memories=[], prompt=withheld_prompt(language=language), withheld=True, withheld_reason=WITHHELD_FOR_CLOUD
         )

@@ -124,7 +124,7 @@ def forget_request_create(*, query: str, speaker, room, model_location: str) -> 
     candidates out runs in the cloud and the household does not allow that (``model_location``, the
     cloud rule), nothing is searched or stored either: the answer says to ask for a local model.
     """
-    location = model_location_of(conversation_location=None, model_location=model_location)
+    location = model_location_of(model_location=model_location)
     if not memories_allowed_for(model_location=location):
         logger.info("forget request withheld: cloud model")
         return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)

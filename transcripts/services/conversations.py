@@ -10,14 +10,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from justai_core.errors import ApplicationError
-from justai_core.locations import ModelLocation
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
+from memories.selectors.privacy import model_location_of
 from transcripts.models import Conversation, EndedBy, ExtractionStatus, Role, Turn
 from transcripts.selectors import conversations_idle
 from transcripts.services.extraction import conversation_extract_queue, conversations_extract_sweep
 
-MODEL_LOCATION_INVALID = "'model_location' must be 'local' or 'cloud'."
 NO_TURNS = f"'turns' must hold 1 to {MAX_TURNS_PER_CALL} turns."
 ROLE_INVALID = "'role' must be one of: user, assistant, system, tool."
 TEXT_EMPTY = "A turn's 'text' must not be empty."
@@ -32,11 +31,14 @@ class TurnDraft:
     speaker: object = None
 
 
-def conversation_start(*, room, language: str, model_location: str = ModelLocation.LOCAL, speaker=None) -> Conversation:
-    """Open a conversation in ``room``; ``speaker`` None means the speaker is unknown."""
+def conversation_start(*, room, language: str, model_location: str | None, speaker=None) -> Conversation:
+    """Open a conversation in ``room``; ``speaker`` None means the speaker is unknown.
+
+    ``model_location`` (local or cloud) must be said: the cloud rule reads it for every recall with this
+    conversation, so there is no default (a 400 naming it, ``privacy.model_location_of``).
+    """
     language_check(language)
-    if model_location not in ModelLocation.values:
-        raise ApplicationError(MODEL_LOCATION_INVALID, field="model_location")
+    model_location = model_location_of(model_location=model_location)
     return Conversation.objects.create(room=room, speaker=speaker, language=language, model_location=model_location)
 
 

@@ -10,6 +10,7 @@ class ConversationFactory(factory.django.DjangoModelFactory):
 
     room = factory.SubFactory(RoomFactory)
     language = "de"
+    model_location = "local"  # the model has no default; a test that needs cloud says so
 
 
 class TurnFactory(factory.django.DjangoModelFactory):

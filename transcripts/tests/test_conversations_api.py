@@ -1,11 +1,14 @@
 """Conversation endpoints: start, turns, end (queues extraction on commit), working memory."""
 
 import pytest
+from django.db import IntegrityError, transaction
 
+from justai_core.errors import ApplicationError
 from memories.tests.helpers import queued_tasks
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, Turn
 from transcripts.selectors import EXTRACT_JOB
+from transcripts.services.conversations import conversation_start
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
@@ -13,6 +16,7 @@ pytestmark = pytest.mark.django_db
 
 def start(api, **fields):
     room = fields.pop("room", None) or RoomFactory()
+    fields.setdefault("model_location", "local")
     response = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de", **fields})
     assert response.status_code == 201, response.json()
     return Conversation.objects.get(pk=response.json()["id"])
@@ -26,15 +30,34 @@ def test_start_with_a_known_or_an_unknown_speaker(api):
     assert (unknown.speaker, unknown.model_location, unknown.language) == (None, "local", "de")
 
 
+def test_a_conversation_must_say_where_its_model_runs(api):
+    """No default that fails open: without model_location the start is a 400 naming it and nothing is stored;
+    the API schema requires it, and the model has no default either."""
+    room = RoomFactory()
+    for missing in ({}, {"model_location": None}, {"model_location": ""}, {"model_location": "LOCAL"}):
+        response = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de", **missing})
+        assert (response.status_code, response.json()["field"]) == (400, "model_location"), missing
+        assert "model_location" in response.json()["error"]
+    assert not Conversation.objects.exists()
+    schema = api.get("/internal/v1/openapi.json").json()["components"]["schemas"]["ConversationIn"]
+    assert "model_location" in schema["required"] and "default" not in schema["properties"]["model_location"]
+    with pytest.raises(ApplicationError) as refused:
+        conversation_start(room=room, language="de", model_location=None)
+    assert refused.value.field == "model_location"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Conversation.objects.create(room=room, language="de")  # no default: the check constraint refuses ""
+    assert not Conversation.objects.exists()
+
+
 @pytest.mark.parametrize(
     ("fields", "status", "field"),
     [
-        ({"room_id": 999999, "language": "de"}, 404, "room_id"),
-        ({"language": "de"}, 400, "room_id"),
-        ({"room_id": "kitchen", "language": "de"}, 400, "room_id"),
-        ({"room_id": "ROOM", "language": "Deutsch"}, 400, "language"),
+        ({"room_id": 999999, "language": "de", "model_location": "local"}, 404, "room_id"),
+        ({"language": "de", "model_location": "local"}, 400, "room_id"),
+        ({"room_id": "kitchen", "language": "de", "model_location": "local"}, 400, "room_id"),
+        ({"room_id": "ROOM", "language": "Deutsch", "model_location": "local"}, 400, "language"),
         ({"room_id": "ROOM", "language": "de", "model_location": "moon"}, 400, "model_location"),
-        ({"room_id": "ROOM", "language": "de", "speaker_id": 999999}, 404, "speaker_id"),
+        ({"room_id": "ROOM", "language": "de", "speaker_id": 999999, "model_location": "local"}, 404, "speaker_id"),
     ],
 )
 def test_start_rejects_bad_input_naming_the_field(api, fields, status, field):

@@ -69,7 +69,10 @@ def extract(conversation) -> Conversation:
 def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_commit_callbacks):
     anna = PersonFactory(name="Anna")
     room = RoomFactory(name="Küche")
-    started = api.post("/internal/v1/conversations", {"room_id": room.pk, "speaker_id": anna.pk, "language": "de"})
+    started = api.post(
+        "/internal/v1/conversations",
+        {"room_id": room.pk, "speaker_id": anna.pk, "language": "de", "model_location": "local"},
+    )
     conversation_id = started.json()["id"]
     Conversation.objects.filter(pk=conversation_id).update(started_at=datetime(2025, 3, 14, 9, 30, tzinfo=UTC))
     api.post(
@@ -640,7 +643,9 @@ def test_an_idle_open_conversation_is_ended_by_the_sweep_and_extracted(
 
 def test_a_conversation_ended_by_the_assistant_says_so(api):
     room = RoomFactory()
-    conversation_id = api.post("/internal/v1/conversations", {"room_id": room.pk, "language": "de"}).json()["id"]
+    conversation_id = api.post(
+        "/internal/v1/conversations", {"room_id": room.pk, "language": "de", "model_location": "local"}
+    ).json()["id"]
     api.post(f"/internal/v1/conversations/{conversation_id}/end")
     assert Conversation.objects.get(pk=conversation_id).ended_by == "assistant"
 

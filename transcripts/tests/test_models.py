@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 def test_conversation_rejects_bad_values(fields):
     room = RoomFactory()
     with pytest.raises(IntegrityError), transaction.atomic():
-        Conversation.objects.create(room=room, **fields)
+        Conversation.objects.create(room=room, **{"model_location": "local", **fields})
 
 
 def test_conversation_cannot_end_before_it_starts():

@@ -106,7 +106,8 @@ def test_extraction_through_a_real_llamacpp_server(
     anna = PersonFactory(name="Anna", preferred_language="en")
     room = RoomFactory(name="Kitchen")
     conversation_id = api.post(
-        "/internal/v1/conversations", {"room_id": room.pk, "speaker_id": anna.pk, "language": "en"}
+        "/internal/v1/conversations",
+        {"room_id": room.pk, "speaker_id": anna.pk, "language": "en", "model_location": "local"},
     ).json()["id"]
     api.post(
         f"/internal/v1/conversations/{conversation_id}/turns",
