@@ -1,6 +1,7 @@
 """Admin for the household (people and rooms): in the wiring layer, since deleting and exporting a person span the apps."""
 
 import json
+import re
 from urllib.parse import urlencode
 
 from django.contrib import admin
@@ -11,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -18,8 +20,9 @@ from justai_memory import admin_recall_preview  # noqa: F401  (registers the mem
 from justai_memory.admin_trail import source_trail
 from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
+from memories.admin.base import memory_title
 from memories.admin.filters import label_name
-from memories.models import Memory
+from memories.models import Memory, MemoryAccess
 from memories.selectors.person import person_memories
 from people.models import Person, Room
 from transcripts.selectors import conversations_spoken_in
@@ -156,8 +159,37 @@ class PersonAdmin(admin.ModelAdmin):
             raise PermissionDenied(export_refusal())
         return export_response(people=[person])
 
-    # The stock confirmation page already lists the private memories that go with the person
-    # (they cascade); the template adds that their conversations will never be extracted.
+    # The stock confirmation page lists what cascades; the template says what happens to the memories
+    # learned from them and to their conversations.
+    def get_deleted_objects(self, objs, request):
+        """The stock list, with the private memories by their first words and without their access
+        counters (rows that only count a memory's recalls)."""
+        to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Their private memories: they cascade with their owner.
+        titles = dict(Memory.objects.filter(owner__in=list(objs)).values_list("pk", "content"))
+        access = str(capfirst(MemoryAccess._meta.verbose_name))
+        memory_link = re.compile(re.escape(reverse("admin:memories_memory_changelist")) + r"(\d+)/change/")
+        label = gettext("Private memory, deleted with them")
+
+        def named(items):
+            kept = []
+            for item in items:
+                if isinstance(item, list):
+                    kept.append(named(item))
+                    continue
+                text = str(item)
+                if text.startswith(f"{access}:"):
+                    continue
+                match = memory_link.search(text)
+                if match and int(match.group(1)) in titles:
+                    memory = Memory(pk=int(match.group(1)), content=titles[int(match.group(1))])
+                    item = format_html('{}: <a href="{}">{}</a>', label, match.group(0), memory_title(memory))
+                kept.append(item)
+            return [item for item in kept if item != []]
+
+        counts = {name: n for name, n in model_count.items() if name != MemoryAccess._meta.verbose_name_plural}
+        return named(to_delete), counts, perms_needed, protected
+
     def delete_model(self, request, obj):
         person_delete(person=obj, actor=Actor.admin(request.user))
 

@@ -23,7 +23,7 @@ def _names(people) -> str:
 def conversation_trail(pk: int) -> str:
     conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
     if conversation is None:
-        return _("Conversation #%(id)s (no longer kept: its retention ended)") % {"id": pk}
+        return _("Conversation #%(id)s (no longer kept: deleted, or its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_conversation_change", args=[pk])
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
@@ -41,7 +41,7 @@ def conversation_trail(pk: int) -> str:
 def event_trail(pk: int) -> str:
     event = Event.objects.select_related("room", "person").filter(pk=pk).first()
     if event is None:
-        return _("Event #%(id)s (no longer kept: its retention ended)") % {"id": pk}
+        return _("Event #%(id)s (no longer kept: deleted, or its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_event_change", args=[pk])
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',

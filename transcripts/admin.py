@@ -32,6 +32,32 @@ def stats_text(stats: dict) -> str:
     )
 
 
+def memories_learned_from(conversations):
+    """The memories the extraction of these conversations stored (their source) or merged into (their stats)."""
+    ids = [
+        pk
+        for conversation in conversations
+        for pk in (conversation.extraction_stats or {}).get("memory_ids", [])
+        if isinstance(pk, int)
+    ]
+    sources = [f"conversation:{conversation.pk}" for conversation in conversations]
+    return Memory.objects.filter(Q(source_ref__in=sources) | Q(pk__in=ids))
+
+
+def deleting_conversations(delete_selected):
+    """Django's ``delete_selected``, whose confirmation says how many memories were learned from them (they stay)."""
+
+    def action(modeladmin, request, queryset):
+        response = delete_selected(modeladmin, request, queryset)
+        if response is not None and hasattr(response, "context_data"):
+            response.context_data["memories_learned"] = memories_learned_from(list(queryset)).count()
+        return response
+
+    action.allowed_permissions = getattr(delete_selected, "allowed_permissions", ("delete",))
+    action.short_description = getattr(delete_selected, "short_description", "")
+    return action
+
+
 class TurnInline(admin.TabularInline):
     model = Turn
     extra = 0
@@ -182,9 +208,8 @@ class ConversationAdmin(admin.ModelAdmin):
     @admin.display(description=_("memories it made"))
     def memories_made(self, obj):
         """The memories this conversation's extraction stored or merged into (their text: for who may view memories)."""
-        ids = [pk for pk in (obj.extraction_stats or {}).get("memory_ids", []) if isinstance(pk, int)]
         found = (
-            Memory.objects.filter(Q(source_ref=f"conversation:{obj.pk}") | Q(pk__in=ids))
+            memories_learned_from([obj])
             .only("pk", "content", "provenance", "scope", "owner", "room")
             .select_related("owner", "room")
             .order_by("pk")
@@ -217,6 +242,18 @@ class ConversationAdmin(admin.ModelAdmin):
         if request.user.has_perm("memories.view_memory"):
             return fieldsets
         return [(name, {**o, "fields": [f for f in o["fields"] if f != "memories_made"]}) for name, o in fieldsets]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            func, name, description = actions["delete_selected"]
+            actions["delete_selected"] = (deleting_conversations(func), name, description)
+        return actions
+
+    def delete_view(self, request, object_id, extra_context=None):
+        conversation = Conversation.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
+        learned = memories_learned_from([conversation]).count() if conversation else 0
+        return super().delete_view(request, object_id, {"memories_learned": learned, **(extra_context or {})})
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

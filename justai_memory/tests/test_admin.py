@@ -105,3 +105,32 @@ def test_a_persons_page_shows_what_the_assistant_would_tell_them_not_anothers_pr
     assert all(text in page for text in ("Marco mag Espresso.", "Marcos Fahrrad", "Marcos PIN ist 1234."))
     assert "3 memories: theirs or about them" in page
     assert "Überraschungsparty" in admin_client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()
+
+
+def test_deleting_a_person_or_a_conversation_says_what_happens_to_the_memories_learned_from_them(admin_client):
+    from django.utils import timezone
+
+    from memories.models import Memory
+
+    julia, kitchen = PersonFactory(name="Julia"), RoomFactory()
+    conversation = ConversationFactory(room=kitchen, speaker=julia)
+    secret = MemoryFactory(
+        content="Julias PIN ist 2468 für die Bank.",
+        scope=Scope.PRIVATE,
+        owner=julia,
+        access_count=2,
+        last_accessed_at=timezone.now(),
+    )
+    MemoryFactory(content="Der Müll wird dienstags abgeholt.", source_ref=f"conversation:{conversation.pk}")
+    MemoryFactory(content="Die Heizung ist kaputt.", source_ref=f"conversation:{conversation.pk}")
+    Memory.objects.filter(pk=secret.pk).update(source_ref=f"conversation:{conversation.pk}")
+    page = admin_client.get(f"{PEOPLE}{julia.pk}/delete/").content.decode()
+    assert "Private memory, deleted with them: " in page and "“Julias PIN ist 2468 für die …”" in page
+    assert "no forget block stays" in page and "Memories about them" in page
+    assert "Memory #" not in page and "Access of memory" not in page and "memory access" not in page.lower()
+    deleting = admin_client.get(f"/admin/transcripts/conversation/{conversation.pk}/delete/").content.decode()
+    assert "The 3 memories learned from them stay" in deleting and "forget them in the memory list" in deleting
+    bulk = admin_client.post(
+        "/admin/transcripts/conversation/", {"action": "delete_selected", ACTION_CHECKBOX_NAME: [conversation.pk]}
+    ).content.decode()
+    assert "The 3 memories learned from them stay" in bulk

@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
+from django.utils.text import Truncator
 from django.utils.timesince import timesince
 from django.utils.translation import gettext as _
 
@@ -14,6 +15,15 @@ from people.models import Person
 
 def memory_link(pk: int) -> str:
     return format_html('<a href="{}">#{}</a>', reverse("admin:memories_memory_change", args=[pk]), pk)
+
+
+def memory_title(memory) -> str:
+    """A memory as a person names it: its first words, quoted as the page's language quotes („Der Code für …“).
+
+    Only on pages and in messages: ``str(memory)`` stays "Memory #N", because it is what Django's
+    admin log keeps, and that log must hold no memory text.
+    """
+    return _("“%(words)s”") % {"words": Truncator(memory.content).words(6, truncate=" …")}
 
 
 def when(moment) -> str:

@@ -1,6 +1,7 @@
 """The memory list and pages: hybrid search, edit (``memory_edit``), add a note, forget on delete."""
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.views.main import ORDER_VAR, SEARCH_VAR
 from django.db.models import Case, F, IntegerField, Value, When
 from django.db.models.functions import Coalesce
@@ -16,7 +17,7 @@ from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.admin.base import actor_name, memory_link, when
+from memories.admin.base import actor_name, memory_link, memory_title, when
 from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter, label_name
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
@@ -45,6 +46,20 @@ def forget_selected(delete_selected):
     confirmation, when the list was searched, says for each memory why the search found it."""
 
     def action(modeladmin, request, queryset):
+        if request.POST.get("post") and modeladmin.has_delete_permission(request):
+            # Confirmed: forget them (delete_queryset), and say so in the words of forgetting. Memories
+            # protect nothing and cascade only to their own counters, so Django's checks have nothing to add.
+            n = len(queryset)
+            if n:
+                modeladmin.log_deletions(request, queryset)
+                modeladmin.delete_queryset(request, queryset)
+                message = ngettext(
+                    "Forgot %(n)d memory: a forget block without text keeps it from being stored again.",
+                    "Forgot %(n)d memories: forget blocks without text keep them from being stored again.",
+                    n,
+                )
+                modeladmin.message_user(request, message % {"n": n}, messages.SUCCESS)
+            return None
         response = delete_selected(modeladmin, request, queryset)
         search = request.GET.get(SEARCH_VAR, "").strip()
         if response is None or not search or not hasattr(response, "context_data"):
@@ -146,14 +161,20 @@ class MemoryAdmin(admin.ModelAdmin):
         return actions
 
     def response_delete(self, request, obj_display, obj_id):
-        """Back to the page the forget started from (a person's page), when it is on this site."""
+        """Says "forgotten" (by its first words), back to the page the forget started from (a person's page)
+        when it is on this site, else to the list."""
+        if IS_POPUP_VAR in request.POST:
+            return super().response_delete(request, obj_display, obj_id)
+        title = getattr(request, "forgotten_title", obj_display)
+        message = gettext("Forgotten: %(memory)s. A forget block without text keeps it from being stored again.")
+        self.message_user(request, message % {"memory": title}, messages.SUCCESS)
         back = request.POST.get("next", "")
         if back and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
-            self.message_user(request, gettext("Forgotten: %(memory)s.") % {"memory": obj_display}, messages.SUCCESS)
             return HttpResponseRedirect(back)
-        return super().response_delete(request, obj_display, obj_id)
+        return HttpResponseRedirect(reverse("admin:memories_memory_changelist"))
 
     def delete_model(self, request, obj):
+        request.forgotten_title = memory_title(obj)
         memories_forget(memory_ids=[obj.pk], actor=Actor.admin(request.user), by_user=request.user)
 
     def delete_queryset(self, request, queryset):

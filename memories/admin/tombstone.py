@@ -1,7 +1,10 @@
 """Forget blocks, without text: who, which scope, when. Lifting one lets its content be stored again."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from memories.actors import Actor
 from memories.admin.actions import lift_blocks
@@ -56,3 +59,13 @@ class TombstoneAdmin(RecordAdmin):
 
     def delete_queryset(self, request, queryset):
         tombstone_lift(tombstone_ids=list(queryset.values_list("pk", flat=True)), actor=Actor.admin(request.user))
+
+    def response_delete(self, request, obj_display, obj_id):
+        """Lifting is not deleting: the message says what it means, and the list of blocks follows."""
+        message = ngettext(
+            "Lifted %(n)d forget block: its content may be remembered again.",
+            "Lifted %(n)d forget blocks: their content may be remembered again.",
+            1,
+        )
+        self.message_user(request, message % {"n": 1}, messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:memories_tombstone_changelist"))

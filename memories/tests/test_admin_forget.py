@@ -130,8 +130,8 @@ def test_deleting_a_person_lists_their_private_memories_and_blocks_their_convers
 
     page = admin_client.get(f"{PEOPLE}{anna.pk}/delete/").content.decode()
     for memory in private:
-        assert f"Memory #{memory.pk}" in page
-    assert "never be turned into memories" in page
+        assert f'href="{MEMORIES}{memory.pk}/change/"' in page
+    assert "“Meine Geheimnummer ist 2468.”" in page and "never be turned into memories" in page
 
     response = admin_client.post(f"{PEOPLE}{anna.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
@@ -169,3 +169,32 @@ def test_forgetting_from_a_search_lists_only_what_matched_and_says_why(admin_cli
     assert html.count('class="forget-why"') == 2 and "Anna trinkt" not in html
     assert f'#{plumber.pk}: Call 4711 for the plumber <small class="forget-why">(holds words of the search)' in html
     assert "holds words of the search, close in meaning (similarity" in html
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_forgetting_says_forgotten_by_the_first_words_and_lifting_says_lifted(admin_client):
+    gate = store("Der Code für das Gartentor ist 4711 und gilt ab Montag.").memory
+    tea = store("Anna trinkt gern grünen Tee.").memory
+    cat = store("Die Katze heißt Minka.").memory
+    one = admin_client.post(f"{MEMORIES}{gate.pk}/delete/", {"post": "yes"}, follow=True)
+    assert messages_of(one) == [
+        "Forgotten: “Der Code für das Gartentor ist …”. A forget block without text keeps it from being stored again."
+    ]
+    assert one.redirect_chain[-1][0] == MEMORIES
+    data = {"action": "delete_selected", "post": "yes", ACTION_CHECKBOX_NAME: [tea.pk, cat.pk]}
+    bulk = admin_client.post(MEMORIES, data, follow=True)
+    assert messages_of(bulk) == ["Forgot 2 memories: forget blocks without text keep them from being stored again."]
+    assert not Memory.objects.exists() and Tombstone.objects.count() == 3
+    block = Tombstone.objects.order_by("pk").first()
+    lifted = admin_client.post(f"{TOMBSTONES}{block.pk}/delete/", {"post": "yes"}, follow=True)
+    assert lifted.redirect_chain[-1][0] == TOMBSTONES
+    assert messages_of(lifted) == ["Lifted 1 forget block: its content may be remembered again."]
+    german = admin_client.post(
+        f"{TOMBSTONES}{Tombstone.objects.first().pk}/delete/", {"post": "yes"}, follow=True, HTTP_ACCEPT_LANGUAGE="de"
+    )
+    assert "gelöscht" not in " ".join(messages_of(german))
+    everything = " ".join(messages_of(one) + messages_of(bulk) + messages_of(lifted)).lower()
+    assert "delete" not in everything and "memory #" not in everything
