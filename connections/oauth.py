@@ -34,10 +34,10 @@ from oauth2_provider.views import (
     DynamicClientRegistrationView,
     OAuthProtectedResourceMetadataView,
 )
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError
+from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError, InvalidGrantError
 from pydantic import BaseModel, Field, StringConstraints, ValidationError
 
-from connections.models import READ, WRITE, Access, Connection
+from connections.models import READ, WRITE, Access, Connection, checksum
 from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
@@ -94,6 +94,7 @@ class MemoryValidator(OAuth2Validator):
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs):
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            self._revoke_if_reused(code)
             return False
         # Only codes from the consent page are exchanged: each belongs to one connection.
         request.memory_connection = (
@@ -103,6 +104,25 @@ class MemoryValidator(OAuth2Validator):
             return False
         self._refuse_other_resources(request, request.memory_connection.grant.resource)
         return True
+
+    def _revoke_if_reused(self, code) -> None:
+        """RFC 6749 4.1.2: a code used a second time revokes every token issued from it (its refresh family,
+        and with it the connection): whoever uses it again may have stolen it. Committed at once, whatever the
+        request's answer."""
+        if isinstance(code, str) and code:
+            with transaction.atomic():
+                for connection in Connection.objects.active().filter(
+                    code_checksum=checksum(code), token_family__isnull=False
+                ):
+                    connection.revoke()
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        """Two exchanges of one code at once: the one that finds the code gone revokes what both were issued."""
+        try:
+            super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        except InvalidGrantError:
+            self._revoke_if_reused(code)
+            raise
 
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
@@ -136,7 +156,10 @@ class MemoryValidator(OAuth2Validator):
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
         connection = getattr(request, "memory_connection", None)
         if connection is not None and previous_refresh_token is None:
-            Connection.objects.filter(pk=connection.pk).update(token_family=refresh_token.token_family)
+            # The first exchange of the code starts the family; a second one at the same moment starts none.
+            Connection.objects.filter(pk=connection.pk, token_family__isnull=True).update(
+                token_family=refresh_token.token_family
+            )
         return refresh_token
 
 
@@ -252,6 +275,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
                     model_location=form.cleaned_data["model_location"],
                     scope=form.cleaned_data["access"],
                     grant=get_grant_model().objects.get(code=code[0], application=application),
+                    code_checksum=checksum(code[0]),
                 )
         return response
 
