@@ -7,6 +7,8 @@ tokens, refresh) is django-oauth-toolkit's; a connection is tied to it by the re
 authorization code started (``token_family``: rotated refresh tokens keep it).
 """
 
+import hashlib
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -18,6 +20,11 @@ from justai_core.locations import ModelLocation
 
 READ = "memory:read"
 WRITE = "memory:write"
+
+
+def checksum(value: str) -> str:
+    """How a code is kept once used: its SHA-256 (as django-oauth-toolkit keeps tokens)."""
+    return hashlib.sha256(value.encode()).hexdigest()
 
 
 class Access(models.TextChoices):
@@ -67,6 +74,8 @@ class Connection(models.Model):
         oauth2_settings.GRANT_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", editable=False
     )
     token_family = models.UUIDField(null=True, blank=True, unique=True, editable=False)
+    # SHA-256 of the authorization code, kept after the code is used: a second use of it revokes the connection.
+    code_checksum = models.CharField(max_length=64, blank=True, default="", db_index=True, editable=False)
     created_at = models.DateTimeField(_("approved at"), auto_now_add=True)
     revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True, editable=False)
 

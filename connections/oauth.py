@@ -7,8 +7,11 @@ speaker and a model location (a ``Connection``), the link from the tokens back t
 the lookup the MCP server makes for each bearer token.
 """
 
+import base64
+import binascii
 import functools
 import hashlib
+import json
 import posixpath
 from typing import Annotated, Literal
 from urllib.parse import parse_qs, urlparse, urlsplit
@@ -16,7 +19,7 @@ from urllib.parse import parse_qs, urlparse, urlsplit
 from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
 from django.db import transaction
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -31,13 +34,19 @@ from oauth2_provider.models import (
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.views import (
     AuthorizationView,
+    DynamicClientRegistrationManagementView,
     DynamicClientRegistrationView,
     OAuthProtectedResourceMetadataView,
 )
-from oauthlib.oauth2.rfc6749.errors import CustomOAuth2Error, InvalidClientIdError
-from pydantic import BaseModel, Field, StringConstraints, ValidationError
+from oauthlib.oauth2.rfc6749.errors import (
+    CustomOAuth2Error,
+    InvalidClientIdError,
+    InvalidGrantError,
+    UnsupportedCodeChallengeMethodError,
+)
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, ValidationError
 
-from connections.models import READ, WRITE, Access, Connection
+from connections.models import READ, WRITE, Access, Connection, checksum
 from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
@@ -82,6 +91,16 @@ class MemoryValidator(OAuth2Validator):
         allowed = grant_type in ("authorization_code", "refresh_token")
         return allowed and super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
+    def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
+        """Also PKCE's method, checked with the authorization request, before the consent form: S256 only (RFC
+        9700 2.1.1). oauthlib would take ``plain``, or a challenge without a method, and the toolkit refuses
+        them only at the code exchange, after an admin approved."""
+        if getattr(request, "code_challenge", None) is not None and request.code_challenge_method != "S256":
+            raise UnsupportedCodeChallengeMethodError(
+                description="code_challenge_method must be S256 (plain is not accepted).", request=request
+            )
+        return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
+
     def is_pkce_required(self, client_id, request):
         """PKCE (S256) is required of public clients; a confidential client (with a secret) may leave it out.
 
@@ -94,6 +113,7 @@ class MemoryValidator(OAuth2Validator):
 
     def validate_code(self, client_id, code, client, request, *args, **kwargs):
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
+            self._revoke_if_reused(code)
             return False
         # Only codes from the consent page are exchanged: each belongs to one connection.
         request.memory_connection = (
@@ -103,6 +123,25 @@ class MemoryValidator(OAuth2Validator):
             return False
         self._refuse_other_resources(request, request.memory_connection.grant.resource)
         return True
+
+    def _revoke_if_reused(self, code) -> None:
+        """RFC 6749 4.1.2: a code used a second time revokes every token issued from it (its refresh family,
+        and with it the connection): whoever uses it again may have stolen it. Committed at once, whatever the
+        request's answer."""
+        if isinstance(code, str) and code:
+            with transaction.atomic():
+                for connection in Connection.objects.active().filter(
+                    code_checksum=checksum(code), token_family__isnull=False
+                ):
+                    connection.revoke()
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        """Two exchanges of one code at once: the one that finds the code gone revokes what both were issued."""
+        try:
+            super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        except InvalidGrantError:
+            self._revoke_if_reused(code)
+            raise
 
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
@@ -136,7 +175,10 @@ class MemoryValidator(OAuth2Validator):
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
         connection = getattr(request, "memory_connection", None)
         if connection is not None and previous_refresh_token is None:
-            Connection.objects.filter(pk=connection.pk).update(token_family=refresh_token.token_family)
+            # The first exchange of the code starts the family; a second one at the same moment starts none.
+            Connection.objects.filter(pk=connection.pk, token_family__isnull=True).update(
+                token_family=refresh_token.token_family
+            )
         return refresh_token
 
 
@@ -252,6 +294,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
                     model_location=form.cleaned_data["model_location"],
                     scope=form.cleaned_data["access"],
                     grant=get_grant_model().objects.get(code=code[0], application=application),
+                    code_checksum=checksum(code[0]),
                 )
         return response
 
@@ -266,49 +309,171 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         return response
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL character")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
+
+
 class ClientMetadata(BaseModel):
     """What a client may register (RFC 7591): the authorization code flow, a few redirect URIs, a short name.
 
     Other metadata fields are ignored, as the RFC allows; django-oauth-toolkit registers the client.
     """
 
-    redirect_uris: list[Annotated[str, StringConstraints(min_length=1, max_length=500)]] = Field(
+    redirect_uris: list[Annotated[Text, StringConstraints(min_length=1, max_length=500)]] = Field(
         min_length=1, max_length=10
     )
-    client_name: Annotated[str, StringConstraints(max_length=200)] = ""
+    client_name: Annotated[Text, StringConstraints(max_length=200)] = ""
     grant_types: list[Literal["authorization_code", "refresh_token"]] = ["authorization_code", "refresh_token"]
     response_types: list[Literal["code"]] = ["code"]
     token_endpoint_auth_method: Literal["none", "client_secret_basic", "client_secret_post"] = "client_secret_basic"
+
+
+def _invalid_metadata(description: str) -> JsonResponse:
+    return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
+
+
+def _client_metadata(request) -> ClientMetadata | JsonResponse:
+    """The request's client metadata, or the ``invalid_client_metadata`` answer naming each field at fault."""
+    try:
+        return ClientMetadata.model_validate_json(request.body or b"null")
+    except ValidationError as exc:
+        return _invalid_metadata(
+            "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False))
+        )
+
+
+def _as_registered(response, metadata: ClientMetadata | None):
+    """django-oauth-toolkit's registration answer with what RFC 7591 3.2.1 asks besides: when the client id was
+    issued, that the secret never expires, and the auth method granted (the one asked for: the token endpoint
+    takes a confidential client's secret in the Basic header or in the body alike)."""
+    if response.status_code >= 300:
+        return response
+    body = json.loads(response.content)
+    application = get_application_model().objects.filter(client_id=body.get("client_id")).first()
+    if application is not None:
+        body["client_id_issued_at"] = int(application.created.timestamp())
+    if metadata is not None and body.get("token_endpoint_auth_method") != "none":
+        body["token_endpoint_auth_method"] = metadata.token_endpoint_auth_method
+    if "client_secret" in body:
+        body["client_secret_expires_at"] = 0
+    return JsonResponse(body, status=response.status_code)
 
 
 class RegistrationView(DynamicClientRegistrationView):
     """RFC 7591 registration, for the metadata this server can serve; anything else is ``invalid_client_metadata``."""
 
     def post(self, request, *args, **kwargs):
-        try:
-            ClientMetadata.model_validate_json(request.body or b"null")
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)
+        metadata = _client_metadata(request)
+        if isinstance(metadata, JsonResponse):
+            return metadata
+        return _as_registered(super().post(request, *args, **kwargs), metadata)
+
+
+class RegistrationManagementView(DynamicClientRegistrationManagementView):
+    """RFC 7592: a registered client reads, updates or deletes its registration with its registration token.
+
+    An update is held to the same metadata and limits as a registration, and cannot turn a client without a
+    secret into one with a secret or back (it would have none to authenticate with): that is a new client.
+    """
+
+    def get(self, request, client_id, *args, **kwargs):
+        return _as_registered(super().get(request, client_id, *args, **kwargs), None)
+
+    def put(self, request, client_id, *args, **kwargs):
+        auth = self._authenticate_registration_request(request, client_id)
+        if isinstance(auth, HttpResponse):
+            return auth
+        metadata = _client_metadata(request)
+        if isinstance(metadata, JsonResponse):
+            return metadata
+        public = metadata.token_endpoint_auth_method == "none"
+        if public != (auth.application.client_type == get_application_model().CLIENT_PUBLIC):
+            return _invalid_metadata(
+                "token_endpoint_auth_method: a client with a secret cannot become one without, nor the other way "
+                "round; register a new client."
             )
-            return JsonResponse({"error": "invalid_client_metadata", "error_description": problems}, status=400)
-        return super().post(request, *args, **kwargs)
+        return _as_registered(super().put(request, client_id, *args, **kwargs), metadata)
 
 
-def without_nul(view):
-    """A view of the OAuth endpoints that refuses a parameter holding a NUL character (PostgreSQL cannot store
-    one, and no identifier, code or token contains one) with the RFCs' ``invalid_request``."""
+MAX_PARAMETER_CHARS = 2048  # any one parameter (a state, a redirect URI, a code, a token, a secret)
+# What each error of RFC 6749 means here, for the answers that came without a description (oauthlib leaves
+# most without one; Home Assistant logs a missing one as "unknown error").
+ERROR_DESCRIPTIONS = {
+    "invalid_request": "The request lacks a parameter, repeats one, or holds one that is not allowed.",
+    "invalid_client": "The client is unknown, or its authentication failed.",
+    "invalid_grant": (
+        "The code or refresh token is unknown, expired, used or revoked, or was issued to another client; or "
+        "the PKCE code_verifier or the redirect_uri does not match the authorization request."
+    ),
+    "unauthorized_client": "This client may not use this grant type.",
+    "unsupported_grant_type": "This server takes the grant types authorization_code and refresh_token only.",
+    "unsupported_response_type": "This server takes the response type code only.",
+    "invalid_scope": "The scope is unknown; this server has memory:read and memory:write.",
+    "unsupported_token_type": "This server revokes access and refresh tokens only.",
+    "access_denied": "The request was denied.",
+}
+
+
+def _basic_credentials(request) -> str:
+    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64)."""
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return ""
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
+    except (ValueError, binascii.Error):
+        return ""
+
+
+def oauth_endpoint(view):
+    """An OAuth endpoint (authorize, token, revoke, register): bad input is ``invalid_request`` JSON before the
+    view runs, and every error it answers in JSON carries an ``error_description``.
+
+    Refused first: a parameter or Basic credentials holding a NUL character (PostgreSQL cannot store one, and
+    no identifier, code or token contains one) and a parameter longer than ``MAX_PARAMETER_CHARS`` (a
+    ``state`` comes back in the redirect, whatever its length)."""
 
     @functools.wraps(view)  # keeps the view's csrf_exempt and login_not_required marks
     def wrapped(request, *args, **kwargs):
-        values = [*request.GET.values(), *(request.POST.values() if request.method == "POST" else [])]
-        if any("\x00" in value for value in values):
-            return JsonResponse(
-                {"error": "invalid_request", "error_description": "A parameter holds a NUL character."}, status=400
-            )
-        return view(request, *args, **kwargs)
+        items = [*request.GET.lists(), *(request.POST.lists() if request.method == "POST" else [])]
+        problem = None
+        for name, values in items:
+            if any("\x00" in value for value in values) or "\x00" in name:
+                problem = f"The parameter {name!r} holds a NUL character."
+            elif any(len(value) > MAX_PARAMETER_CHARS for value in values):
+                problem = f"The parameter {name!r} is longer than {MAX_PARAMETER_CHARS} characters."
+            if problem:
+                break
+        if problem is None and "\x00" in _basic_credentials(request):
+            problem = "The client credentials of the Authorization header hold a NUL character."
+        if problem:
+            return JsonResponse({"error": "invalid_request", "error_description": problem}, status=400)
+        return _described(view(request, *args, **kwargs))
 
     return wrapped
+
+
+def _described(response):
+    """A JSON error answer given the ``error_description`` its error means when it came without one."""
+    if response.status_code < 400 or not response.get("Content-Type", "").startswith("application/json"):
+        return response
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return response
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str) or body.get("error_description"):
+        return response
+    body["error_description"] = ERROR_DESCRIPTIONS.get(body["error"], "The request was refused.")
+    described = JsonResponse(body, status=response.status_code)
+    for header, value in response.items():
+        if header.lower() not in ("content-type", "content-length"):
+            described[header] = value
+    return described
 
 
 class ResourceMetadataView(OAuthProtectedResourceMetadataView):
@@ -326,8 +491,9 @@ __all__ = [
     "WRITE",
     "ConsentView",
     "MemoryValidator",
+    "RegistrationManagementView",
     "RegistrationView",
     "ResourceMetadataView",
     "connection_for_token",
-    "without_nul",
+    "oauth_endpoint",
 ]

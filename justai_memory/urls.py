@@ -3,18 +3,24 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from oauth2_provider import views as oauth_views
 
-from connections.oauth import ConsentView, RegistrationView, ResourceMetadataView, without_nul
+from connections.oauth import (
+    ConsentView,
+    RegistrationManagementView,
+    RegistrationView,
+    ResourceMetadataView,
+    oauth_endpoint,
+)
 
 # The OAuth 2.1 server of the MCP endpoint (connections/oauth.py): django-oauth-toolkit's views under
 # oauth/, the consent page ours; the metadata documents at the root, where RFC 8414 and RFC 9728 put them.
 oauth_patterns = [
-    path("oauth/authorize/", without_nul(ConsentView.as_view()), name="authorize"),
-    path("oauth/token/", without_nul(oauth_views.TokenView.as_view()), name="token"),
-    path("oauth/revoke/", without_nul(oauth_views.RevokeTokenView.as_view()), name="revoke-token"),
-    path("oauth/register/", RegistrationView.as_view(), name="dcr-register"),
+    path("oauth/authorize/", oauth_endpoint(ConsentView.as_view()), name="authorize"),
+    path("oauth/token/", oauth_endpoint(oauth_views.TokenView.as_view()), name="token"),
+    path("oauth/revoke/", oauth_endpoint(oauth_views.RevokeTokenView.as_view()), name="revoke-token"),
+    path("oauth/register/", oauth_endpoint(RegistrationView.as_view()), name="dcr-register"),
     path(
         "oauth/register/<str:client_id>/",
-        oauth_views.DynamicClientRegistrationManagementView.as_view(),
+        oauth_endpoint(RegistrationManagementView.as_view()),
         name="dcr-register-management",
     ),
     path(

@@ -216,13 +216,28 @@ def test_an_approval_whose_code_was_never_exchanged_shows_as_never_connected(adm
     assert "never connected: the client did not use its code in time" in listed
 
 
-def test_a_code_is_exchanged_once(admin, client_app):
+def test_a_code_is_exchanged_once_and_its_reuse_revokes_every_token_issued_from_it(admin, client_app):
+    """RFC 6749 4.1.2: a second use of a code is refused, and what the first use gave is revoked."""
     client_id, secret = client_app
     code = approve(admin, client_id, room=RoomFactory())["code"]
-    assert exchange(admin, client_id, secret, code).status_code == 200
+    first = exchange(admin, client_id, secret, code).json()
+    refreshed = refresh(admin, client_id, secret, first["refresh_token"]).json()  # the family goes on
+    assert connection_for_token(refreshed["access_token"], MCP) is not None
     second = exchange(admin, client_id, secret, code)
     assert second.status_code == 400 and second.json()["error"] == "invalid_grant"
-    assert get_access_token_model().objects.count() == 1
+    assert connection_for_token(refreshed["access_token"], MCP) is None
+    assert Connection.objects.get().revoked_at is not None
+    assert not get_access_token_model().objects.exists()
+    assert not get_refresh_token_model().objects.filter(revoked=None).exists()
+    again = refresh(admin, client_id, secret, refreshed["refresh_token"])
+    assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
+
+
+def test_an_unknown_or_expired_code_revokes_nothing(admin, client_app):
+    client_id, secret = client_app
+    tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
+    assert exchange(admin, client_id, secret, "not-a-code").json()["error"] == "invalid_grant"
+    assert connection_for_token(tokens["access_token"], MCP) is not None
 
 
 def test_denying_grants_nothing(admin, client_app):
