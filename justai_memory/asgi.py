@@ -7,7 +7,8 @@ startup to shutdown (it needs a running task group), and at startup each worker 
 so that the first recall is not slowed by it; Django has no lifespan.
 
 Overload: at most WEB_WORKER_CONNECTIONS requests at once per worker, then a JSON 503 with Retry-After
-(``justai_memory.edge.ConcurrencyLimit``, inside the access log so that its 503s are logged).
+(``justai_memory.edge.ConcurrencyLimit``, inside the access log so that its 503s are logged). A request
+counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place).
 
 Access log: one line per request with method, path (never the query string: admin searches and
 recall previews carry memory text there), status and duration; uvicorn's own access log is off.
@@ -46,7 +47,11 @@ from justai_memory.edge import ConcurrencyLimit  # noqa: E402
 access_log = logging.getLogger("justai_memory.access")
 logger = logging.getLogger(__name__)
 
-concurrency_limit = ConcurrencyLimit(settings.WEB_WORKER_CONNECTIONS)
+concurrency_limit = ConcurrencyLimit(
+    settings.WEB_WORKER_CONNECTIONS,
+    read_timeout=settings.WEB_READ_TIMEOUT,
+    max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
+)
 
 
 class PrefixMount(Mount):

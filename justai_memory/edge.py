@@ -2,6 +2,10 @@
 
 - **Host** outside ``DJANGO_ALLOWED_HOSTS``: Django refuses it (``DisallowedHost``) before any view;
   ``bad_request`` (``handler400``) answers API paths in the API's JSON contract, naming ``Host``.
+- **Slow clients**: a request's body is read whole before it counts (``ConcurrencyLimit``), within
+  ``WEB_READ_TIMEOUT`` s (else a JSON 408) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (else a JSON 413);
+  its head has the same time (``HeadDeadline``, the uvicorn worker's protocol in gunicorn_conf.py). So a
+  slow upload costs a socket and its bytes so far, never a place among the requests being served.
 - **Overload**: ``ConcurrencyLimit`` lets at most ``WEB_WORKER_CONNECTIONS`` requests into a worker
   at once and answers the next ones at once with a JSON 503 and ``Retry-After`` (uvicorn's own
   ``limit_concurrency`` would answer text/plain, without Retry-After). Plain ASGI, no Django.
@@ -10,6 +14,7 @@
   JSON for API paths (whose endpoints answer it themselves, api/errors.py).
 """
 
+import asyncio
 import json
 
 from django.core.exceptions import DisallowedHost
@@ -28,6 +33,8 @@ BAD_REQUEST = "Bad request."
 INTERNAL = "Internal error; the log has the details."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
 RETRY_AFTER_BUSY = 1  # seconds
+BODY_TOO_SLOW = "The request body did not arrive within {seconds} s."
+BODY_TOO_LARGE = "The request body is larger than {limit} bytes."
 DATABASE_PAGE = (
     "<!doctype html><html lang=en><head><meta charset=utf-8><title>Database unavailable</title></head><body>"
     "<h1>Database unavailable (503)</h1><p>The database cannot be reached right now. The service reconnects by "
@@ -91,18 +98,70 @@ async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, by
     await send({"type": "http.response.body", "body": data})
 
 
+class BodyTooLarge(Exception):
+    pass
+
+
+class ClientGone(Exception):
+    pass
+
+
+async def body_read(receive, *, max_bytes: int) -> bytes:
+    """The whole body of an HTTP request from ASGI ``receive``; BodyTooLarge past ``max_bytes``, ClientGone on a disconnect."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def body_replayed(body: bytes, receive):
+    """An ASGI ``receive`` that gives ``body`` whole once, then what the client sends (its disconnect)."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
 class ConcurrencyLimit:
     """At most ``limit`` HTTP requests at once in this worker process; the next get a JSON 503 with Retry-After.
 
-    A request counts from its headers until its answer is sent (reading a slow body included), as with
-    uvicorn's limit, which this replaces. One event loop per worker: a plain counter is enough.
+    A request counts once its body has arrived, until its answer is sent: the body is read first, within
+    ``read_timeout`` s and ``max_body`` bytes (a JSON 408 or 413 otherwise), so that slow or stalled uploads,
+    however many, hold no place. One event loop per worker: plain counters are enough.
     """
 
-    def __init__(self, limit: int):
-        self.limit = limit
+    def __init__(self, limit: int, *, read_timeout: float = 10.0, max_body: int = 2_621_440):
+        self.limit, self.read_timeout, self.max_body = limit, read_timeout, max_body
         self.active = 0
 
     async def serve(self, app, scope, receive, send) -> None:
+        try:
+            async with asyncio.timeout(self.read_timeout):
+                body = await body_read(receive, max_bytes=self.max_body)
+        except TimeoutError:
+            error = BODY_TOO_SLOW.format(seconds=f"{self.read_timeout:g}")
+            await send_json(send, 408, {"error": error, "field": "body"}, [(b"connection", b"close")])
+            return
+        except BodyTooLarge:
+            error = BODY_TOO_LARGE.format(limit=self.max_body)
+            await send_json(send, 413, {"error": error, "field": "body"}, [(b"connection", b"close")])
+            return
+        except ClientGone:
+            return
         if self.active >= self.limit:
             await send_json(
                 send,
@@ -113,6 +172,6 @@ class ConcurrencyLimit:
             return
         self.active += 1
         try:
-            await app(scope, receive, send)
+            await app(scope, body_replayed(body, receive), send)
         finally:
             self.active -= 1

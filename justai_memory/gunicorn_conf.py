@@ -14,20 +14,67 @@ os.environ.setdefault("DATABASE_POOL", "true")
 
 from django.conf import settings
 from gunicorn.glogging import Logger as GunicornLogger
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
 from justai_memory.log_format import Formatter
 
 
+class HeadDeadline(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on each request's head (request line and headers).
+
+    A connection that has not sent a whole head within WEB_READ_TIMEOUT s of connecting, or of its
+    previous answer, is closed: uvicorn itself waits for a head forever (its keep-alive timer runs only
+    between requests, and stops at the first byte). The body's deadline is the edge's (edge.ConcurrencyLimit).
+    """
+
+    head_timer = None
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._head_deadline_set()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if not self._waiting_for_head():
+            self._head_deadline_cancel()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._waiting_for_head() and not self.transport.is_closing():
+            self._head_deadline_set()
+
+    def connection_lost(self, exc) -> None:
+        self._head_deadline_cancel()
+        super().connection_lost(exc)
+
+    def _waiting_for_head(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _head_deadline_set(self) -> None:
+        self._head_deadline_cancel()
+        self.head_timer = self.loop.call_later(settings.WEB_READ_TIMEOUT, self._head_deadline_passed)
+
+    def _head_deadline_cancel(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_deadline_passed(self) -> None:
+        self.head_timer = None
+        if self._waiting_for_head() and not self.transport.is_closing():
+            self.transport.close()
+
+
 class Worker(UvicornWorker):
-    """uvicorn worker without uvicorn's access log and without its concurrency limit.
+    """uvicorn worker without uvicorn's access log and without its concurrency limit, with a deadline on heads.
 
     The access log is written by asgi.py without query strings; uvicorn's would print them. The limit
     (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/edge.py);
     uvicorn's would answer text/plain.
     """
 
-    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on"}
+    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on", "http": HeadDeadline}
 
 
 class Logger(GunicornLogger):

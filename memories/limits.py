@@ -13,6 +13,13 @@ MAX_TEXT_CHARS = 4000
 MAX_TOKEN_CHARS = 200  # a forget confirmation token
 MAX_EVENT_KIND_CHARS = 64
 MAX_ROLE_CHARS = 16
+# What a text costs is bounded too, not only its length as sent: NFKC may expand it ("\ufdfa" is 18
+# characters), and a character with many combining marks ("a" and 3,999 accents) is one character per
+# mark to a tokenizer, so one 4,000-character text was 4,000 tokens, eight passes of e5's model (40 s).
+MAX_COMBINING_MARKS = 8  # in a row on one character, after NFKC (Unicode's stream-safe text allows 30)
+MAX_TEXT_TOKENS = 1024  # the embedder's tokens (e5: two of its 512-token windows; 4,000 German characters ~900)
+DATE_SEARCH_CHARS = 300  # a question's dates are read in its first characters (dateparser: ~2 s per 1,000)
+LANGUAGE_DETECT_CHARS = 1000  # a text's language is told from its first characters
 
 # Recall: how many memories one call returns.
 RECALL_LIMIT_DEFAULT = 10

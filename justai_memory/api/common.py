@@ -5,6 +5,7 @@ Every text a caller sends is checked for what PostgreSQL cannot store (NUL) or U
 never echoes the text.
 """
 
+import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
@@ -29,9 +30,11 @@ from justai_core.errors import ApplicationError
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.limits import (
     EARLIEST_TIMESTAMP,
+    MAX_COMBINING_MARKS,
     MAX_ID,
     MAX_OFFSET,
     MAX_TEXT_CHARS,
+    MAX_TEXT_TOKENS,
     PAGE_LIMIT_DEFAULT,
     PAGE_LIMIT_MAX,
     timestamp_in_range,
@@ -83,6 +86,48 @@ def plain_json(value: Any) -> Any:
     return value
 
 
+def _combining_run(text: str) -> int:
+    """The most combining marks (Unicode categories Mn, Me) in a row in ``text``."""
+    longest = run = 0
+    for char in text:
+        if unicodedata.category(char) in ("Mn", "Me"):
+            run += 1
+            longest = max(longest, run)
+        else:
+            run = 0
+    return longest
+
+
+def cost_bounded(max_length: int):
+    """A validator: the text, when what it costs is bounded: at most ``max_length`` characters after NFKC, at most
+    MAX_COMBINING_MARKS combining marks on one character, at most MAX_TEXT_TOKENS of the embedder's tokens."""
+
+    def check(value: str) -> str:
+        normalised = unicodedata.normalize("NFKC", value)
+        if len(normalised) > max_length:
+            raise PydanticCustomError(
+                "text_too_long_normalised",
+                "is longer than {max_length} characters once normalised (NFKC)",
+                {"max_length": max_length},
+            )
+        if _combining_run(normalised) > MAX_COMBINING_MARKS:
+            raise PydanticCustomError(
+                "text_marks", "has more than {marks} combining marks on one character", {"marks": MAX_COMBINING_MARKS}
+            )
+        from memories.embedders import get_embedder
+
+        tokens = get_embedder().token_count(value) if len(value.encode()) > MAX_TEXT_TOKENS - 16 else None
+        if tokens is not None and tokens > MAX_TEXT_TOKENS:
+            raise PydanticCustomError(
+                "text_tokens",
+                "is longer than {tokens} tokens (about 4,000 characters of ordinary text)",
+                {"tokens": MAX_TEXT_TOKENS},
+            )
+        return value
+
+    return check
+
+
 def _stripped(value: str) -> str:
     value = value.strip()
     if not value:
@@ -92,12 +137,13 @@ def _stripped(value: str) -> str:
 
 def text(max_length: int = MAX_TEXT_CHARS) -> Any:
     """A string of at most ``max_length`` characters as sent (what the schema says), stripped, not empty after
-    stripping, that PostgreSQL can store."""
+    stripping, that PostgreSQL can store, and whose cost is bounded (``cost_bounded``)."""
     return Annotated[
         str,
         StringConstraints(min_length=1, max_length=max_length),
         AfterValidator(_stripped),
         AfterValidator(plain_text),
+        AfterValidator(cost_bounded(max_length)),
     ]
 
 

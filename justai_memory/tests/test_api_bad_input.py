@@ -107,6 +107,39 @@ def test_nul_and_lone_surrogates_are_refused_naming_the_field(api, home, bad, me
     assert _rows() == before
 
 
+# Texts whose length as sent is within the limit but whose cost is not: marks a tokenizer reads one by one (the
+# 4,000-mark recall took 40 s on e5-small), and a character NFKC turns into 18 (U+FDFA).
+COSTLY = {
+    "4000-marks": "a" + "\u0301" * 3999,
+    "10-marks": "Schl" + "\u0301" * 10 + "ssel",  # NFKC composes one (l with acute): 9 in a row
+    "nfkc-longer": "\ufdfa" * 300,
+}
+FREE_TEXTS = [row for row in TEXT_FIELDS if row[3] not in ("payload", "language", "preferred_language")]
+
+
+@pytest.mark.parametrize("bad", COSTLY.values(), ids=COSTLY.keys())
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"), FREE_TEXTS, ids=[f"{m} {p} {f}" for m, p, _, f in FREE_TEXTS]
+)
+def test_texts_that_cost_more_than_their_length_are_refused_naming_the_field(api, home, bad, method, path, body, field):
+    before = _rows()
+    response = getattr(api, method)(_path(path, home), _fill(body, home, bad))
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field and response.json()["error"]
+    assert _rows() == before
+
+
+def test_a_text_of_more_tokens_than_the_bound_is_refused_and_one_of_4000_german_characters_is_not(api, home, settings):
+    settings.MEMORY_EMBEDDER = "e5-small"  # the embedder that counts tokens (the test settings' hash one does not)
+    chinese = "我们的钥匙在哪里" * 500  # 4,000 characters, ~1,500 tokens
+    response = api.post("/internal/v1/recall", {"query": chinese, "room_id": home["room"]})
+    assert response.status_code == 400 and response.json()["field"] == "query", response.content
+    assert "tokens" in response.json()["error"]
+    german = ("Wo ist der Schlüssel für das Gartentor? " * 100)[:4000]  # ~900 tokens
+    response = api.post("/internal/v1/memories/remember", {"content": german, "room_id": home["room"]})
+    assert response.json().get("field") != "content", response.content
+
+
 def _document():
     return ninja_api.get_openapi_schema(path_prefix="/internal/v1")
 

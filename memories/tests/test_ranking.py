@@ -179,6 +179,15 @@ def test_question_dates_reads_spans_in_the_households_languages():
     assert spans["Was haben wir letzte Woche gemacht?"] == [("2026-11-23", "2026-11-30", False)]
 
 
+def test_question_dates_are_read_in_the_first_characters_of_a_question_only():
+    """dateparser's search costs ~2 s per 1,000 characters: a 4,000-character question is read in its beginning."""
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    early = "Wann war der Termin im Mai? " + "Und was dann? " * 280
+    late = "Und was dann? " * 280 + "Wann war der Termin im Mai?"
+    assert len(question_dates(query=early, languages=["de"], now=now)) == 1
+    assert question_dates(query=late, languages=["de"], now=now) == []
+
+
 def test_relative_dates_count_from_the_given_now_not_the_wall_clock():
     now = datetime(2020, 3, 10, 12, tzinfo=UTC)
     for query, expected in (
