@@ -215,7 +215,10 @@ def test_the_json_api_says_which_of_its_fields_a_refused_remember_needs(api, wor
     payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "private"}
     response = api.post(REMEMBER, payload)
     assert response.status_code == 400
-    assert response.json() == {"error": "A private memory needs its owner, a known speaker (speaker_id).", "field": "scope"}
+    assert response.json() == {
+        "error": "A private memory needs its owner, a known speaker (speaker_id).",
+        "field": "scope",
+    }
 
 
 def test_an_unknown_scope_is_refused_with_the_scopes_values(api, world):
