@@ -10,6 +10,8 @@ import logging
 import os
 import re
 import socket
+import time
+import zlib
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -40,8 +42,9 @@ class Preset:
 # Defaults per provider name; every field can be overridden by AI_<ROLE>_<FIELD>.
 PRESETS = {
     "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", ""),
-    # The GGUF model the run command serves itself (justai_memory/embedded_model.py), on loopback.
-    "embedded": Preset("http://127.0.0.1:8091/v1", "default", ""),
+    # The GGUF model the run command serves itself (justai_memory/embedded_model.py), on loopback at a port of
+    # this installation's own (embedded_base_url); the preset's URL is only a placeholder.
+    "embedded": Preset("", "default", ""),
     "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", ""),
     "vllm": Preset("http://127.0.0.1:8001/v1", "", ""),
     "lmstudio": Preset("http://127.0.0.1:1234/v1", "", ""),
@@ -82,7 +85,7 @@ class ProviderUnreachable(AIRouterError):
     """Nothing answered at the provider's URL (connection refused, no route): waiting for it is the remedy, not retrying."""
 
 
-# The start of the message when nothing answered at the provider's URL (connection refused, timeout).
+# The start of the message when nothing answered at the provider's URL (connection refused, no route).
 UNREACHABLE_MARK = "nothing answered at"
 UNREACHABLE = "{error} from the '{role}' provider: " + UNREACHABLE_MARK + " {url}"
 
@@ -162,6 +165,23 @@ def location_of(base_url: str) -> str:
     return LOCAL if in_house else CLOUD
 
 
+# The embedded model's port is derived from the data folder: two installations on one machine never share
+# a model, and every process of one installation (web, cluster, manage.py) finds it without being told.
+# The range lies below Linux's ephemeral ports (32768-60999), which the kernel hands to outgoing connections.
+EMBEDDED_PORTS = (20000, 32000)
+
+
+def embedded_port(data_dir) -> int:
+    """This installation's port for the embedded model: a hash of its data folder's absolute path into EMBEDDED_PORTS."""
+    first, last = EMBEDDED_PORTS
+    path = os.path.abspath(os.path.expanduser(str(data_dir)))
+    return first + zlib.crc32(path.encode()) % (last - first)
+
+
+def embedded_base_url(data_dir) -> str:
+    return f"http://127.0.0.1:{embedded_port(data_dir)}/v1"
+
+
 def provider_for(role: str) -> Provider:
     """The provider configured for ``role``; ImproperlyConfigured naming the variable when something is missing."""
     try:
@@ -176,6 +196,8 @@ def provider_for(role: str) -> Provider:
         )
     preset = PRESETS[name]
     base_url = config.get("base_url") or preset.base_url
+    if name == "embedded" and not config.get("base_url"):
+        base_url = embedded_base_url(settings.DATA_DIR)
     model = config.get("model") or preset.model
     for value, field in ((base_url, "BASE_URL"), (model, "MODEL")):
         if not value:
@@ -233,6 +255,33 @@ def _schema_extra(provider: Provider, schema: dict | None) -> dict | None:
     return None
 
 
+# A streamed answer is timed by its pace, not its length: ``timeout`` (AI_TIMEOUT) bounds the wait for
+# each next piece (the first one included: the prompt is read before it), never the whole answer.
+CONNECT_TIMEOUT = 10.0
+TOO_SLOW = (
+    "APITimeoutError from the '{role}' provider: the model was too slow: no token for {idle:.0f} s "
+    "(AI_TIMEOUT) after {tokens} tokens in {elapsed:.0f} s"
+)
+TOO_SLOW_MARK = "the model was too slow"
+
+
+@dataclass
+class Answer:
+    """A streamed answer as far as it came: its text, its pieces (about one token each) and its pace."""
+
+    text: str = ""
+    tokens: int = 0
+    seconds: float = 0.0
+    first_token_seconds: float | None = None
+    finish_reason: str | None = None
+    stopped: bool = False  # the caller's ``stop_when`` ended it early
+
+    @property
+    def tokens_per_second(self) -> float:
+        generating = self.seconds - (self.first_token_seconds or 0.0)
+        return self.tokens / generating if generating > 0 else 0.0
+
+
 def chat_complete(
     *,
     provider: Provider,
@@ -240,46 +289,85 @@ def chat_complete(
     schema: dict | None = None,
     schema_name: str = "answer",
     max_tokens: int | None = None,
+    stop_when=None,
+    answer: Answer | None = None,
+    extra: dict | None = None,
 ) -> str:
-    """One chat completion (bounded retries and a timeout, by the SDK); returns the answer's text.
+    """One chat completion, streamed; returns the answer's text.
 
-    The schema goes in the form the provider enforces (``response_format``); ``max_tokens`` bounds the answer.
+    The schema goes in the form the provider enforces (``response_format``); ``max_tokens`` bounds the
+    answer. The answer is streamed: a model that keeps producing tokens is never timed out, one that
+    sends nothing for ``provider.timeout`` seconds is ("the model was too slow", with its figures).
+    ``stop_when(text)`` is asked whenever a piece ends an object (``}``): True ends the answer there
+    (a repeating answer cut at its first repeat). ``answer`` (optional) receives the figures;
+    ``extra`` adds request fields a server understands (a repetition penalty).
 
-    Raises AIRouterError with the error's class and HTTP status only, never the prompt or the answer.
+    Raises AIRouterError with the error's class, HTTP status and figures only, never the prompt or the answer.
     """
+    answer = answer if answer is not None else Answer()
     client = openai.OpenAI(
         base_url=provider.base_url,
         api_key=provider.api_key(),
-        timeout=provider.timeout,
+        timeout=openai.Timeout(provider.timeout, connect=min(CONNECT_TIMEOUT, provider.timeout)),
         max_retries=provider.max_retries,
     )
+    started = time.monotonic()
+    pieces: list[str] = []
     try:
-        completion = client.chat.completions.create(
+        stream = client.chat.completions.create(
             model=provider.model,
             messages=messages,
             temperature=0,
             response_format=_response_format(provider, schema, schema_name),
             max_tokens=max_tokens if max_tokens is not None else openai.omit,
-            extra_body=_schema_extra(provider, schema),
+            extra_body={**(_schema_extra(provider, schema) or {}), **(extra or {})} or None,
+            stream=True,
         )
+        try:
+            for chunk in stream:
+                choice = chunk.choices[0] if chunk.choices else None
+                if choice is None:
+                    continue
+                answer.finish_reason = choice.finish_reason or answer.finish_reason
+                piece = choice.delta.content if choice.delta else None
+                if not piece:
+                    continue
+                if answer.first_token_seconds is None:
+                    answer.first_token_seconds = time.monotonic() - started
+                pieces.append(piece)
+                answer.tokens += 1
+                if stop_when is not None and "}" in piece and stop_when("".join(pieces)):
+                    answer.stopped = True
+                    break
+        finally:
+            stream.close()
     except openai.APIStatusError as exc:
         raise AIRouterError(
             f"{type(exc).__name__} (HTTP {exc.status_code}) from the '{provider.role}' provider"
         ) from exc
-    except openai.APIConnectionError as exc:  # also APITimeoutError: a server that answers too slowly is no absent one
-        error = ProviderUnreachable if not isinstance(exc, openai.APITimeoutError) else AIRouterError
-        raise error(
+    except openai.APITimeoutError as exc:  # a server that answers too slowly is there: no "nothing answered"
+        raise AIRouterError(
+            TOO_SLOW.format(
+                role=provider.role, idle=provider.timeout, tokens=answer.tokens, elapsed=time.monotonic() - started
+            )
+        ) from exc
+    except openai.APIConnectionError as exc:
+        if answer.tokens:  # it was answering: the connection broke, nobody is missing
+            raise AIRouterError(
+                f"{type(exc).__name__} from the '{provider.role}' provider after {answer.tokens} tokens"
+            ) from exc
+        raise ProviderUnreachable(
             UNREACHABLE.format(error=type(exc).__name__, role=provider.role, url=public_url(provider.base_url))
         ) from exc
     except openai.OpenAIError as exc:
         raise AIRouterError(f"{type(exc).__name__} from the '{provider.role}' provider") from exc
     finally:
+        answer.seconds = time.monotonic() - started
+        answer.text = "".join(pieces)
         client.close()
-    choices = completion.choices or []
-    content = choices[0].message.content if choices else None
-    if not content:
+    if not answer.text:
         raise AIRouterError(f"Empty answer from the '{provider.role}' provider")
-    return content
+    return answer.text
 
 
 def provider_status(role: str) -> dict:

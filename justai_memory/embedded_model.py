@@ -1,8 +1,9 @@
 """The model the service serves itself (``AI_MEMORY_PROVIDER=embedded``): a GGUF file behind llama.cpp's OpenAI-compatible server.
 
 The supervisor runs ``python -m justai_memory.embedded_model`` as a child (``xllamacpp``, a binary
-wheel of llama.cpp): on 127.0.0.1 only, at the port of the ``embedded`` preset's URL (8091 unless
-``AI_MEMORY_BASE_URL`` says otherwise), until SIGTERM. Which file (``model_choice``):
+wheel of llama.cpp): on 127.0.0.1 only, until SIGTERM, at this installation's own port (derived from
+its data folder, ``ai_router.embedded_port``; a free one when that is taken; ``AI_MEMORY_BASE_URL``'s
+when set): two installations on one machine never share a model. Which file (``model_choice``):
 
 1. ``AI_MEMORY_MODEL_FILE``, when set (a missing file is an error, never a fallback);
 2. the file ``manage.py fetch_model`` fetched into ``JUSTAI_DATA_DIR/models/`` (its SHA-256 checked);
@@ -16,6 +17,7 @@ import importlib.metadata
 import importlib.util
 import ipaddress
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -104,6 +106,24 @@ def loopback_port(base_url: str) -> int:
             f"the embedded model serves on loopback only: AI_MEMORY_BASE_URL needs 127.0.0.1 and a port, not {host!r}"
         )
     return parts.port
+
+
+def port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port`` (and it may be bound)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing uses now (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int) -> None:

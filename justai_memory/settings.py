@@ -280,7 +280,9 @@ AI_ROLES = {
     }
     for role in AI_ROLE_NAMES
 }
-AI_TIMEOUT = env.float("AI_TIMEOUT", default=60.0)
+# Answers are streamed: the longest wait for the next token (the first one too, after the prompt is read),
+# never a bound on a whole answer that keeps coming (a small model on a CPU writes ~10 tokens a second).
+AI_TIMEOUT = env.float("AI_TIMEOUT", default=180.0)
 AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
 AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
 # The extraction answer's bound in tokens (max_tokens): the schema's limits allow ~42k, more than small servers hold.
@@ -307,8 +309,9 @@ Q_CLUSTER = {
     "name": "justai-memory",
     "orm": "default",
     "workers": env.int("Q_WORKERS", default=2),
-    "timeout": env.int("Q_TIMEOUT", default=300),
-    "retry": env.int("Q_RETRY", default=360),
+    # An extraction by a slow local model may stream for minutes (its answer bounded by AI_MEMORY_MAX_TOKENS).
+    "timeout": env.int("Q_TIMEOUT", default=900),
+    "retry": env.int("Q_RETRY", default=960),
     "max_attempts": env.int("Q_MAX_ATTEMPTS", default=3),
     "catch_up": False,
     "save_limit": 250,

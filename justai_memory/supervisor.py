@@ -222,6 +222,11 @@ def embedded_model(env: dict[str, str], budget: dict) -> ModelServer | None:
             "embedded model not started: %s. The rest of the service runs; conversations wait for a model", exc
         )
         return None
+    if not settings.AI_ROLES["memory"].get("base_url") and not embedded_model.port_free(port):
+        # This installation's port is taken (by another program): one free now, told to every child.
+        taken, port = port, embedded_model.free_loopback_port()
+        env["AI_MEMORY_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        logger.warning("the embedded model's port %s is taken; it serves on 127.0.0.1:%s", taken, port)
     if choice.warning:
         logger.warning("%s", choice.warning)
     logger.info("model: %s (%s) on 127.0.0.1:%s", choice.path, choice.source, port)

@@ -134,6 +134,7 @@ class Extraction:
     summary: ExtractedItem | None
     rejected: list[Rejection] = field(default_factory=list)
     note: str = ""  # how a cut-off or broken answer was read ("cut off: 2 items kept"); "" when whole
+    repeats: int = 0  # items that said again what an earlier item of the answer said (kept once)
 
 
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(?P<body>.*?)(\n```\s*)?$", re.DOTALL)  # the close may be cut off
@@ -188,6 +189,36 @@ def _loads(text: str) -> tuple[object, str]:
         raise MalformedAnswer(NOT_JSON) from None
 
 
+def same_saying(content: str) -> str:
+    """What two items of one answer must share to say the same thing: their words, case and punctuation aside."""
+    return " ".join(re.findall(r"\w+", content.casefold()))
+
+
+def answer_should_stop(text: str, *, max_items: int) -> bool:
+    """Whether a streamed answer, as far as it came, should end now: a complete item repeats an earlier one
+    (a small model that loops repeats until its token limit), or there are more than ``max_items`` items."""
+    try:
+        data = _partial(text)
+    except ValueError:
+        return False
+    if not isinstance(data, dict):
+        return False
+    seen: set[str] = set()
+    count = 0
+    for key in LIST_KEYS:
+        items = data.get(key)
+        for item in items if isinstance(items, list) else ():
+            content = item.get("content") if isinstance(item, dict) else None
+            if not isinstance(content, str):
+                continue
+            count += 1
+            saying = same_saying(content)
+            if saying in seen or count > max_items:
+                return True
+            seen.add(saying)
+    return False
+
+
 def _top_level_value(data: dict, key: str, whole: bool, rejected: list[Rejection]):
     """``data[key]``; None when missing, reported unless the answer was cut before it (its note says so)."""
     if key not in data and whole:
@@ -222,6 +253,8 @@ def extraction_parse(*, text: str) -> Extraction:
         raise MalformedAnswer(NOT_OBJECT)
     items: list[ExtractedItem] = []
     rejected: list[Rejection] = []
+    sayings: set[str] = set()
+    repeats = 0
     for key, kind in (("facts", Kind.FACT), ("preferences", Kind.PREFERENCE)):
         for i, raw in enumerate(_top_level_list(data, key, not how, rejected)):
             try:
@@ -229,6 +262,10 @@ def extraction_parse(*, text: str) -> Extraction:
             except ValidationError as exc:
                 rejected += _reasons(exc, f"answer.{key}[{i}]")[:1]  # one reason per dropped item
                 continue
+            if (saying := same_saying(item.content)) in sayings:
+                repeats += 1  # the same thing said again: stored once
+                continue
+            sayings.add(saying)
             items.append(ExtractedItem(kind=kind, **item.model_dump()))
     summary = None
     raw_summary = None
@@ -254,7 +291,7 @@ def extraction_parse(*, text: str) -> Extraction:
         reasons += [f"{r.path}: {r.rule}" for r in rejected]
         more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
         raise MalformedAnswer(f"{NO_ITEM}: " + "; ".join(reasons[:MAX_REASONS]) + more)
-    return Extraction(items=items, summary=summary, rejected=rejected, note=note)
+    return Extraction(items=items, summary=summary, rejected=rejected, note=note, repeats=repeats)
 
 
 def answer_max_tokens(schema: dict, *, chars_per_token: float = CHARS_PER_TOKEN) -> int:

@@ -11,9 +11,12 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from justai_core.ai_router import (
+    EMBEDDED_PORTS,
     AIRouterError,
+    Answer,
     ProviderUnreachable,
     chat_complete,
+    embedded_port,
     host_of,
     location_of,
     location_warnings,
@@ -294,9 +297,17 @@ def test_a_preset_form_can_be_overridden(settings):
     assert provider_for("memory").response_format == "json_schema"
 
 
-def test_the_embedded_preset_is_local_on_loopback(settings):
+def test_the_embedded_preset_is_local_on_loopback_at_a_port_of_its_installation(settings, tmp_path):
+    settings.DATA_DIR = tmp_path / "one"
     provider = role(settings, provider="embedded")
-    assert (provider.base_url, provider.model, provider.location) == ("http://127.0.0.1:8091/v1", "default", "local")
+    port = embedded_port(tmp_path / "one")
+    assert (provider.base_url, provider.model, provider.location) == (f"http://127.0.0.1:{port}/v1", "default", "local")
+    assert EMBEDDED_PORTS[0] <= port < EMBEDDED_PORTS[1]
+    # another installation on the same machine gets its own port, never one shared (such as 8091)
+    ports = {embedded_port(tmp_path / name) for name in ("one", "two", "three", "four")}
+    assert len(ports) == 4 and 8091 not in ports
+    assert embedded_port(str(tmp_path / "one")) == port  # every process of one installation finds the same
+    assert role(settings, provider="embedded", base_url="http://127.0.0.1:9999/v1").base_url.endswith(":9999/v1")
 
 
 def test_an_unreachable_provider_is_told_apart_from_a_slow_one(settings):
@@ -310,3 +321,55 @@ def test_an_unreachable_provider_is_told_apart_from_a_slow_one(settings):
     with pytest.raises(ProviderUnreachable):
         chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
     assert not isinstance(slow.value, ProviderUnreachable)
+
+
+def test_a_streamed_answer_that_keeps_coming_is_not_timed_out(settings):
+    settings.AI_MAX_RETRIES = 0
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": {**memory_role(fake.base_url), "timeout": 0.5}}
+        text = '{"facts": [], "preferences": [], "summary": {"content": "Anna sprach vom Tor."}}'
+        fake.reply_streamed(text, chunk_chars=4, chunk_delay=0.1)  # ~2 s in all, 0.1 s between pieces
+        answer = Answer()
+        assert (
+            chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}], answer=answer)
+            == text
+        )
+    assert fake.requests[0].body["stream"] is True
+    assert answer.seconds > 1.0 and answer.tokens == -(-len(text) // 4) and answer.finish_reason == "stop"
+
+
+def test_a_stalled_stream_is_timed_out_as_too_slow_with_its_figures(settings):
+    settings.AI_MAX_RETRIES = 0
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": {**memory_role(fake.base_url), "timeout": 0.5}}
+        fake.reply_streamed('{"facts": [{"content": "Der Code ist 4711."}]}', chunk_chars=4, stall_after=3, stall=3)
+        with pytest.raises(AIRouterError) as error:
+            chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
+    message = str(error.value)
+    assert not isinstance(error.value, ProviderUnreachable)
+    assert "the model was too slow: no token for 0 s (AI_TIMEOUT) after 3 tokens in" in message
+    assert "nothing answered" not in message and "4711" not in message
+
+
+def test_a_model_that_never_starts_answering_is_too_slow_not_absent(settings):
+    settings.AI_MAX_RETRIES = 0
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": {**memory_role(fake.base_url), "timeout": 0.3}}
+        fake.reply("late", delay=1.5)
+        with pytest.raises(AIRouterError, match=r"the model was too slow: no token for 0 s .* after 0 tokens") as error:
+            chat_complete(provider=provider_for("memory"), messages=[{"role": "user", "content": "hi"}])
+    assert "nothing answered" not in str(error.value)
+
+
+def test_stop_when_ends_the_stream_early(settings):
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": memory_role(fake.base_url)}
+        fake.reply_streamed('{"a": 1}, {"b": 2}, {"c": 3}' + " " * 400, chunk_chars=8, chunk_delay=0.02)
+        answer = Answer()
+        text = chat_complete(
+            provider=provider_for("memory"),
+            messages=[{"role": "user", "content": "hi"}],
+            stop_when=lambda text: text.count("}") >= 2,
+            answer=answer,
+        )
+    assert text.startswith('{"a": 1}, {"b": 2}') and '"c": 3' not in text and answer.stopped

@@ -2,6 +2,7 @@
 
 import hashlib
 import logging
+import socket
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -9,6 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.core.management import CommandError, call_command
 
+from justai_core.ai_router import embedded_port
 from justai_memory import embedded_model, supervisor
 from justai_memory.embedded_model import ModelUnavailable, loopback_port, model_choice
 
@@ -97,13 +99,32 @@ def test_the_run_command_starts_no_model_child_when_a_package_is_missing_and_say
     assert "conversations wait for a model" in caplog.text
 
 
-def test_the_run_command_serves_the_bundled_model_on_the_presets_port(settings, caplog):
+def test_the_run_command_serves_the_bundled_model_on_its_installations_port(settings, caplog, tmp_path):
     settings.AI_ROLES = {"memory": {"provider": "embedded"}}
     settings.AI_MEMORY_MODEL_FILE = ""
+    settings.DATA_DIR = tmp_path
+    env = {}
     with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-        child = supervisor.embedded_model({}, {"limit": 10, "window": 600})
-    assert child.health_url == "http://127.0.0.1:8091/health" and child.argv[-1] == "justai_memory.embedded_model"
-    assert "smoke-test model" in caplog.text
+        child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+    port = embedded_port(tmp_path)
+    assert child.health_url == f"http://127.0.0.1:{port}/health" and child.argv[-1] == "justai_memory.embedded_model"
+    assert "smoke-test model" in caplog.text and env == {}
+
+
+def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(settings, caplog, tmp_path):
+    settings.AI_ROLES = {"memory": {"provider": "embedded"}}
+    settings.AI_MEMORY_MODEL_FILE = ""
+    settings.DATA_DIR = tmp_path
+    taken = embedded_port(tmp_path)
+    with socket.socket() as other:  # another program on this installation's port
+        other.bind(("127.0.0.1", taken))
+        other.listen()
+        env = {}
+        with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
+            child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+    port = int(env["AI_MEMORY_BASE_URL"].removeprefix("http://127.0.0.1:").removesuffix("/v1"))
+    assert port != taken and child.health_url == f"http://127.0.0.1:{port}/health"
+    assert f"port {taken} is taken" in caplog.text
 
 
 def test_no_model_child_for_another_provider(settings):

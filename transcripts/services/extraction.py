@@ -6,6 +6,7 @@ the summary is left out; duplicates merge. A run holds a Postgres advisory lock 
 so parallel runs and retries do the work once; the conversation row is locked while its state changes.
 """
 
+import dataclasses
 import functools
 import logging
 import time
@@ -31,10 +32,12 @@ from memories.services.store import MemoryDraft, StoreOutcome, memory_store, mem
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import (
     EXTRACTION_SCHEMA,
+    MAX_ITEMS,
     ExtractedItem,
     Extraction,
     MalformedAnswer,
     answer_max_tokens,
+    answer_should_stop,
     extraction_parse,
 )
 from transcripts.selectors import (
@@ -53,10 +56,20 @@ logger = logging.getLogger(__name__)
 ACTOR = Actor.job("memory.extract")
 MIN_USER_CHARS = 15
 MAX_TRANSCRIPT_CHARS = 24_000
+MIN_TRANSCRIPT_CHARS = 2_000
+PROMPT_RULES_TOKENS = 1_000  # the system rules and the header, with room to spare
+PROMPT_CHARS_PER_TOKEN = 2.5  # a transcript's characters a token, at the least (German on a small vocabulary)
+# The answer's bound from what the users said (extraction_max_tokens): a summary and the JSON around it, and
+# per character an item's share of restating it and of its keys.
+ANSWER_TOKENS = 200
+ANSWER_TOKENS_PER_USER_CHAR = 2.0
+USER_CHARS_PER_ITEM = 30
+MIN_ITEM_BOUND = 3
 RETRY_SCHEDULE = "memory.extract.retry:{id}"
 FINISHED = (ExtractionStatus.DONE, ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
 GAVE_UP = "gave up after {n} attempts"
 MAX_REJECTIONS_KEPT = 20  # per conversation, in its stats (the count is complete)
+STOPPED = "stopped at a repeat: {n} items kept"  # a streamed answer ended at its first repeated item (or too many)
 STORE_REJECTED = "the memory store rejected an item ({field})"
 
 SYSTEM_PROMPT = """\
@@ -100,9 +113,53 @@ class _Run:
     stats: dict = field(default_factory=dict)
 
 
-def extraction_max_tokens() -> int:
-    """The answer's token bound: what the schema's limits allow, at most AI_MEMORY_MAX_TOKENS (the server's context)."""
-    return min(answer_max_tokens(EXTRACTION_SCHEMA), settings.AI_MEMORY_MAX_TOKENS)
+def extraction_max_tokens(user_chars: int | None = None) -> int:
+    """The answer's token bound: what the users said allows (ANSWER_TOKENS plus ANSWER_TOKENS_PER_USER_CHAR a
+    character), at most what the schema's limits allow and AI_MEMORY_MAX_TOKENS (the server's bound).
+
+    A small model that loops writes until this bound: sized to the transcript, a two-sentence conversation's
+    answer ends within a minute even at ~10 tokens a second.
+    """
+    bound = min(answer_max_tokens(EXTRACTION_SCHEMA), settings.AI_MEMORY_MAX_TOKENS)
+    if user_chars is None:
+        return bound
+    return min(bound, ANSWER_TOKENS + int(user_chars * ANSWER_TOKENS_PER_USER_CHAR))
+
+
+def extraction_max_items(user_chars: int) -> int:
+    """How many items an answer may hold: one per USER_CHARS_PER_ITEM characters the users said, at least
+    MIN_ITEM_BOUND; a streamed answer is ended once it writes more (``answer_should_stop``)."""
+    return min(MAX_ITEMS, max(MIN_ITEM_BOUND, user_chars // USER_CHARS_PER_ITEM + MIN_ITEM_BOUND))
+
+
+def transcript_max_chars(provider: ai_router.Provider, max_tokens: int) -> int:
+    """How much transcript the prompt holds: MAX_TRANSCRIPT_CHARS, and for the embedded model what its context
+    (AI_EMBEDDED_CONTEXT) leaves beside the rules and the answer."""
+    if provider.name != "embedded":
+        return MAX_TRANSCRIPT_CHARS
+    free = settings.AI_EMBEDDED_CONTEXT - max_tokens - PROMPT_RULES_TOKENS
+    return max(MIN_TRANSCRIPT_CHARS, min(MAX_TRANSCRIPT_CHARS, int(free * PROMPT_CHARS_PER_TOKEN)))
+
+
+def extraction_ask(
+    *, provider: ai_router.Provider, messages: list[dict], user_chars: int, answer: ai_router.Answer | None = None
+) -> Extraction:
+    """Ask the model (streamed, bounded by the transcript's size, ended at its first repeated item) and parse
+    its answer. The one place the question is asked: the service and bench/extraction_quality.py."""
+    answer = answer if answer is not None else ai_router.Answer()
+    text = ai_router.chat_complete(
+        provider=provider,
+        messages=messages,
+        schema=EXTRACTION_SCHEMA,
+        schema_name="memory_extraction",
+        max_tokens=extraction_max_tokens(user_chars),
+        stop_when=functools.partial(answer_should_stop, max_items=extraction_max_items(user_chars)),
+        answer=answer,
+    )
+    extraction = extraction_parse(text=text)
+    if answer.stopped:
+        extraction = dataclasses.replace(extraction, note=STOPPED.format(n=len(extraction.items)))
+    return extraction
 
 
 def conversation_extract_queue(*, conversation_id: int) -> str:
@@ -214,7 +271,9 @@ def _fail(conversation_id: int, reason: str) -> Conversation | None:
     return _failed(conversation, reason)
 
 
-def prompt_messages(*, date, language: str, room: str, speaker: str, lines: list[str]) -> list[dict]:
+def prompt_messages(
+    *, date, language: str, room: str, speaker: str, lines: list[str], max_chars: int = MAX_TRANSCRIPT_CHARS
+) -> list[dict]:
     """The system rules and the transcript lines ("[HH:MM] who (role): text"), with the speaker, room and date.
 
     The one place the extraction prompt is built (the service and bench/extraction_quality.py).
@@ -226,9 +285,9 @@ def prompt_messages(*, date, language: str, room: str, speaker: str, lines: list
         room=room,
     )
     transcript = "\n".join(lines)
-    if len(transcript) > MAX_TRANSCRIPT_CHARS:
+    if len(transcript) > max_chars:
         # The end of a long conversation holds what was settled; keep that.
-        transcript = "[... earlier part left out ...]\n" + transcript[-MAX_TRANSCRIPT_CHARS:]
+        transcript = "[... earlier part left out ...]\n" + transcript[-max_chars:]
     user = (
         f'Conversation of {date.isoformat()} ({date:%A}) in the room "{room}".\n'
         f"Speaker: {speaker}.\nLanguage: {language}.\n\nTranscript:\n{transcript}"
@@ -236,7 +295,7 @@ def prompt_messages(*, date, language: str, room: str, speaker: str, lines: list
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _prompt(conversation: Conversation) -> list[dict]:
+def _prompt(conversation: Conversation, *, max_chars: int = MAX_TRANSCRIPT_CHARS) -> list[dict]:
     """The prompt of a stored conversation (``prompt_messages``)."""
     lines = []
     for turn in transcript_turns(conversation=conversation):
@@ -248,6 +307,7 @@ def _prompt(conversation: Conversation) -> list[dict]:
         room=conversation.room.name,
         speaker=conversation.speaker.name if conversation.speaker else "unknown",
         lines=lines,
+        max_chars=max_chars,
     )
 
 
@@ -301,6 +361,7 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction) -> d
         "preferences": 0,
         "inferred": 0,
         "items_rejected": len(extraction.rejected),
+        "repeats": extraction.repeats,
         "answer": extraction.note or "whole",
         "rejected": [r.as_dict() for r in extraction.rejected[:MAX_REJECTIONS_KEPT]],
         "created": 0,
@@ -393,19 +454,21 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
         if run is None:
             return conversation
         started = time.perf_counter()
+        user_chars = run.stats["user_chars"]
+        answer = ai_router.Answer()
         try:
-            answer = ai_router.chat_complete(
+            max_chars = transcript_max_chars(run.provider, extraction_max_tokens(user_chars))
+            extraction = extraction_ask(
                 provider=run.provider,
-                messages=_prompt(conversation),
-                schema=EXTRACTION_SCHEMA,
-                schema_name="memory_extraction",
-                max_tokens=extraction_max_tokens(),
+                messages=_prompt(conversation, max_chars=max_chars),
+                user_chars=user_chars,
+                answer=answer,
             )
-            extraction = extraction_parse(text=answer)
         except ai_router.ProviderUnreachable as exc:
             return _wait(conversation_id, str(exc))
         except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:
             return _fail(conversation_id, str(exc))
+        run.stats.update(answer_tokens=answer.tokens, tokens_per_second=round(answer.tokens_per_second, 1))
         result = _store(run, extraction, round((time.perf_counter() - started) * 1000))
         if result is not None:
             logger.info("conversation %s: extraction %s", conversation_id, result.extraction_status)

@@ -1,7 +1,9 @@
 """A local fake OpenAI-compatible chat server for tests: 127.0.0.1, an ephemeral port, a thread.
 
-The real ``openai`` client talks to it over HTTP. Answers are scripted (``reply``, ``fail``,
-``reply_with``) and served in order; when the script is empty the ``default`` answer is served.
+The real ``openai`` client talks to it over HTTP. Answers are scripted (``reply``, ``reply_streamed``,
+``fail``, ``reply_with``) and served in order; when the script is empty the ``default`` answer is
+served. A request with ``"stream": true`` gets its answer as server-sent events, in pieces (a
+scripted pace, or a stall part-way).
 Every request is recorded (path, headers, JSON body) for assertions.
 """
 
@@ -12,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STREAM_CHUNK_CHARS = 16  # a request with "stream": true gets its answer in pieces of this many characters
 
 
 def extraction_answer(*, facts=(), preferences=(), summary: str = "") -> str:
@@ -63,6 +67,10 @@ class _Answer:
     body: str | None = None
     delay: float = 0.0
     responder: Callable[[Recorded], str] | None = None
+    chunk_chars: int = 0  # a streamed answer's piece size (0: the default, STREAM_CHUNK_CHARS)
+    chunk_delay: float = 0.0  # seconds before each streamed piece
+    stall_after: int | None = None  # a streamed answer stops sending after this many pieces (then hangs)
+    stall: float = 0.0  # for this long
 
 
 @dataclass
@@ -83,6 +91,24 @@ class FakeLLM:
     def reply(self, content: str, *, delay: float = 0.0) -> "FakeLLM":
         """Queue one successful answer whose message content is ``content``."""
         self._script.append(_Answer(content=content, delay=delay))
+        return self
+
+    def reply_streamed(
+        self,
+        content: str,
+        *,
+        chunk_chars: int = STREAM_CHUNK_CHARS,
+        chunk_delay: float = 0.0,
+        stall_after: int | None = None,
+        stall: float = 0.0,
+    ) -> "FakeLLM":
+        """Queue one answer for a streamed request: ``chunk_chars`` a piece, ``chunk_delay`` seconds before each;
+        after ``stall_after`` pieces nothing more comes for ``stall`` seconds (a stalled model)."""
+        self._script.append(
+            _Answer(
+                content=content, chunk_chars=chunk_chars, chunk_delay=chunk_delay, stall_after=stall_after, stall=stall
+            )
+        )
         return self
 
     def reply_with(self, responder: Callable[[Recorded], str]) -> "FakeLLM":
@@ -127,7 +153,34 @@ class FakeLLM:
                     # A tiny Retry-After keeps the SDK's retry backoff short in tests.
                     return self._send(answer.status, answer.body or "{}", {"retry-after-ms": "5"})
                 content = answer.responder(recorded) if answer.responder else answer.content
+                if body.get("stream"):
+                    return self._stream(answer, content, model=body.get("model", "fake"))
                 return self._send(200, json.dumps(fake.completion(content, model=body.get("model", "fake"))))
+
+            def _stream(self, answer: _Answer, content: str, *, model: str):
+                """Server-sent events as OpenAI streams them: one chunk a piece, then a finish chunk and [DONE]."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                size = answer.chunk_chars or STREAM_CHUNK_CHARS
+                pieces = [content[i : i + size] for i in range(0, len(content), size)]
+                try:
+                    for number, piece in enumerate(pieces):
+                        if answer.stall_after is not None and number == answer.stall_after:
+                            time.sleep(answer.stall)
+                            return
+                        if answer.chunk_delay:
+                            time.sleep(answer.chunk_delay)
+                        self._event(fake.chunk(piece, model=model))
+                    self._event(fake.chunk(None, model=model, finish_reason="stop"))
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client stopped reading (a stall it timed out, or an answer it cut)
+
+            def _event(self, data: dict):
+                self.wfile.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+                self.wfile.flush()
 
             def do_GET(self):
                 """GET {base_url}/models lists the one fake model (the health check's probe)."""
@@ -170,6 +223,18 @@ class FakeLLM:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    @staticmethod
+    def chunk(content: str | None, *, model: str, finish_reason: str | None = None) -> dict:
+        """One chat.completion.chunk of a streamed answer."""
+        delta = {"role": "assistant", "content": content} if content is not None else {}
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+        }
 
     @staticmethod
     def completion(content: str, *, model: str) -> dict:

@@ -25,7 +25,7 @@ from memories.tests.helpers import queued_tasks
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
-from transcripts.schemas import EXTRACTION_SCHEMA
+from transcripts.schemas import EXTRACTION_SCHEMA, extraction_parse
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.conversations import conversation_end
 from transcripts.services.extraction import (
@@ -33,6 +33,7 @@ from transcripts.services.extraction import (
     conversation_extract,
     conversation_extract_queue,
     conversations_extract_sweep,
+    extraction_max_tokens,
 )
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory
@@ -343,7 +344,9 @@ def test_an_answer_cut_off_by_the_token_limit_stores_its_complete_items_and_says
     ]
     assert "answer cut off: 2 items kept" in caplog.text and "4711" not in caplog.text
     [request] = fake_llm.requests
-    assert request.body["max_tokens"] == settings_max_tokens()
+    # sized to what was said, far below the setting's bound
+    user_chars = conversation.extraction_stats["user_chars"]
+    assert request.body["max_tokens"] == extraction_max_tokens(user_chars) < settings_max_tokens()
 
 
 def settings_max_tokens() -> int:
@@ -404,6 +407,61 @@ def test_a_timeout_is_a_failure_not_a_wait(fake_llm, settings):
     conversation = extract(talk(KEY_FACT))
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
     assert conversation.extraction_error.startswith("APITimeoutError")
+    assert "the model was too slow: no token for 0 s (AI_TIMEOUT) after 0 tokens" in conversation.extraction_error
+    assert "nothing answered" not in conversation.extraction_error
+
+
+def test_a_model_that_stalls_part_way_fails_as_too_slow_and_stores_nothing(fake_llm, settings):
+    settings.AI_TIMEOUT = 0.5
+    fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT]), chunk_chars=8, stall_after=5, stall=3)
+    conversation = extract(talk(KEY_FACT))
+    assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
+    assert (
+        "the model was too slow" in conversation.extraction_error and "after 5 tokens" in conversation.extraction_error
+    )
+    assert not Memory.objects.exists()
+
+
+def test_a_slow_model_that_keeps_writing_is_waited_for(fake_llm, settings):
+    settings.AI_TIMEOUT = 0.5  # between two pieces; the whole answer takes several times that
+    fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT]), chunk_chars=20, chunk_delay=0.15)
+    conversation = extract(talk(KEY_FACT))
+    assert conversation.extraction_status == "done"
+    assert conversation.extraction_stats["llm_ms"] > 1000 and conversation.extraction_stats["answer_tokens"] > 7
+    assert Memory.objects.filter(content=KEY_FACT).exists()
+
+
+def test_an_answer_that_repeats_itself_is_stopped_at_the_first_repeat(fake_llm):
+    code = "Der Code für das Gartentor ist 4711."
+    looping = extraction_answer(facts=[KEY_FACT, code] + [code] * 38, summary="Anna sprach vom Tor.")
+    fake_llm.reply_streamed(looping, chunk_chars=12)
+    conversation = extract(talk(KEY_FACT, "Und der Code für das Gartentor ist 4711."))
+    stats = conversation.extraction_stats
+    assert conversation.extraction_status == "done"
+    assert stats["answer"] == "stopped at a repeat: 2 items kept" and stats["repeats"] == 1
+    assert stats["answer_tokens"] * 12 < len(looping) / 10  # the rest of the loop was never read
+    assert sorted(Memory.objects.values_list("content", flat=True)) == sorted([KEY_FACT, code])
+
+
+def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(fake_llm):
+    fake_llm.reply(extraction_answer(facts=[KEY_FACT, KEY_FACT.upper().rstrip(".")], preferences=[KEY_FACT]))
+    conversation = extract(talk(KEY_FACT))
+    stats = conversation.extraction_stats
+    # the stream ends at the first repeat; what came before it is stored once
+    assert (stats["extracted"], stats["repeats"], stats["created"]) == (1, 1, 1)
+    assert stats["answer"] == "stopped at a repeat: 1 items kept"
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+    # read whole (a server that does not stream), every repeat is counted and dropped
+    parsed = extraction_parse(text=extraction_answer(facts=[KEY_FACT, KEY_FACT.upper()], preferences=[KEY_FACT]))
+    assert (len(parsed.items), parsed.repeats) == (1, 2)
+
+
+def test_the_answers_bound_follows_what_was_said(fake_llm):
+    extract(talk("Der Code ist 4711."))
+    extract(talk(*[f"{KEY_FACT} Satz {n}." for n in range(30)]))
+    short, long = (request.body["max_tokens"] for request in fake_llm.requests)
+    assert short < 300 < long
+    assert all(request.body["stream"] for request in fake_llm.requests)
 
 
 def test_after_the_last_attempt_it_stays_failed(fake_llm, settings):

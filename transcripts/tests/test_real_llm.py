@@ -33,6 +33,18 @@ STEERING = {"logit_bias": [["{", -20], [" {", -20], [" [{", -20]]}
 STARTED = datetime(2025, 3, 14, 9, 30, tzinfo=UTC)  # a fixed prompt: greedy decoding is then deterministic
 
 
+def answer_of(data: bytes, *, streamed: bool) -> dict:
+    """The response as a chat.completion: a streamed one (server-sent events) with its pieces joined."""
+    if not streamed or b"data:" not in data:
+        return json.loads(data or b"{}")
+    pieces = []
+    for line in data.decode().splitlines():
+        if line.strip().startswith("data: {"):
+            for choice in json.loads(line.strip().removeprefix("data: ")).get("choices", []):
+                pieces.append((choice.get("delta") or {}).get("content") or "")
+    return {"choices": [{"message": {"content": "".join(pieces)}}]}
+
+
 @dataclass
 class Exchange:
     path: str
@@ -63,14 +75,16 @@ class SteeringProxy:
                     data=json.dumps(sent).encode(),
                     headers={"Content-Type": "application/json"},
                 )
+                kind = "application/json"
                 try:
                     with urllib.request.urlopen(request, timeout=120) as response:
                         status, data = response.status, response.read()
+                        kind = response.headers.get("Content-Type", kind)
                 except urllib.error.HTTPError as error:
                     status, data = error.code, error.read()
-                proxy.exchanges.append(Exchange(self.path, body, status, json.loads(data or b"{}")))
+                proxy.exchanges.append(Exchange(self.path, body, status, answer_of(data, streamed=body.get("stream"))))
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
