@@ -1,5 +1,6 @@
 """Recall, remember and forget: what the assistant calls before and while it answers."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -8,7 +9,7 @@ from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from justai_core.errors import ApplicationError
-from justai_core.locations import MODEL_LOCATIONS
+from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope, Tombstone
@@ -32,14 +33,6 @@ router = Router(tags=["memories"])
 IDS_NOT_A_LIST = f"must be a list of at most {MAX_MEMORY_IDS} integer ids"
 
 
-def conversation_in(pk: int | None, room: Room) -> Conversation | None:
-    """The conversation ``pk`` (None for None); 404 when unknown, 400 when it belongs to another room."""
-    conversation = lookup(Conversation, pk, field="conversation_id")
-    if conversation is not None and conversation.room_id != room.pk:
-        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
-    return conversation
-
-
 ModelLocationField = Field(
     None,
     description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
@@ -47,12 +40,39 @@ ModelLocationField = Field(
 )
 
 
-def location_of(conversation: Conversation | None, model_location: str | None) -> str:
-    """The model location the cloud rule applies to (a 400 naming ``model_location`` when it cannot be told)."""
-    return model_location_of(
-        model_location=model_location,
-        stored_location=conversation.model_location if conversation is not None else None,
+@dataclass(frozen=True)
+class CallerContext:
+    """Who asks, in which room and conversation, for a model that runs where: resolved once per request."""
+
+    room: Room
+    speaker: Person | None
+    conversation: Conversation | None
+    model_location: str
+
+    @property
+    def conversation_language(self) -> str | None:
+        return self.conversation.language if self.conversation is not None else None
+
+
+def caller_of(payload, *, reads_memories: bool = True) -> CallerContext:
+    """The caller a request names: its room, speaker and conversation (404 naming the unknown id, 400 for a
+    conversation of another room) and the model location the cloud rule applies to (the one rule,
+    ``privacy.model_location_of``: a 400 naming ``model_location`` when it cannot be told). A request that
+    reads no memory text (``reads_memories=False``: remember) needs no location and gets cloud."""
+    room = lookup(Room, payload.room_id, field="room_id")
+    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
+    conversation = lookup(Conversation, payload.conversation_id, field="conversation_id")
+    if conversation is not None and conversation.room_id != room.pk:
+        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
+    location = (
+        model_location_of(
+            model_location=payload.model_location,
+            stored_location=conversation.model_location if conversation is not None else None,
+        )
+        if reads_memories
+        else CLOUD
     )
+    return CallerContext(room=room, speaker=speaker, conversation=conversation, model_location=location)
 
 
 # --- recall -------------------------------------------------------------------------------------
@@ -101,21 +121,19 @@ def recalled(result: RecallResult) -> dict:
 @router.post("/recall", response={200: RecallOut, **ERRORS}, url_name="internal-recall")
 def recall(request, payload: RecallIn):
     """The memories, prompt block and working memory for the assistant's next answer."""
-    room = lookup(Room, payload.room_id, field="room_id")
-    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
-    conversation = conversation_in(payload.conversation_id, room)
+    caller = caller_of(payload)
     result = memory_recall(
         query=payload.query,
-        speaker=speaker,
-        room=room,
-        model_location=location_of(conversation, payload.model_location),
-        language=conversation.language if conversation is not None else None,
+        speaker=caller.speaker,
+        room=caller.room,
+        model_location=caller.model_location,
+        language=caller.conversation_language,
         limit=payload.limit,
     )
     return {
         **recalled(result),
         # The running conversation's own turns: the model has them already, wherever it runs.
-        "working_memory": working_memory(conversation=conversation) if conversation is not None else [],
+        "working_memory": working_memory(conversation=caller.conversation) if caller.conversation is not None else [],
     }
 
 
@@ -160,20 +178,18 @@ def remembered(result: StoreResult) -> dict:
 @router.post("/memories/remember", response={201: RememberOut, **ERRORS}, url_name="internal-remember")
 def remember(request, payload: RememberIn):
     """Store what the speaker asked to remember (confirmed); lifts their forget blocks on it."""
-    room = lookup(Room, payload.room_id, field="room_id")
-    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
-    conversation = conversation_in(payload.conversation_id, room)
+    caller = caller_of(payload, reads_memories=False)
     about = lookup(Person, payload.about_id, field="about_id")
     result = memory_remember(
         content=payload.content,
-        speaker=speaker,
-        room=room,
+        speaker=caller.speaker,
+        room=caller.room,
         language=payload.language,
-        conversation_language=conversation.language if conversation is not None else None,
+        conversation_language=caller.conversation_language,
         scope=payload.scope,
         kind=payload.kind,
         about=about,
-        source_ref=f"conversation:{conversation.pk}" if conversation is not None else "",
+        source_ref=f"conversation:{caller.conversation.pk}" if caller.conversation is not None else "",
     )
     return Status(201, remembered(result))
 
@@ -221,14 +237,9 @@ def find_to_forget(request, payload: FindToForgetIn):
 
     Read the candidates to the user and ask which to forget; forget takes the confirmed ones as ``memory_ids``.
     """
-    room = lookup(Room, payload.room_id, field="room_id")
-    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
-    conversation = conversation_in(payload.conversation_id, room)
+    caller = caller_of(payload)
     found = forget_request_create(
-        query=payload.query,
-        speaker=speaker,
-        room=room,
-        model_location=location_of(conversation, payload.model_location),
+        query=payload.query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
     )
     return forget_candidates(found)
 
