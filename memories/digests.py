@@ -19,6 +19,13 @@ function word). A text made of the forgotten memory's own words (most of its con
 among the marks) is a fragment of it. Twelve bits identify no word: each mark stands for one in 4,096
 of all words, so even with the key a mark narrows a word down to dozens of candidates per language.
 
+A forgotten **whole value** (a password or code that mixes letters and digits, "Sonnenblume-8812",
+"Kestrel!4491"; a word and a number said together, "Zebra 98765"; a long number) is also kept, as a
+digest of its letters and digits only, and is matched in the text as a reader sees it: percent- and
+JSON-escapes decoded, NFKC, case-folded, split on the separators of URLs, query strings, fragments,
+JSON and key=value ("?psk=Sonnenblume%2D8812", ``{"psk": "SONNENBLUME_8812"}``, full-width letters).
+Such a value is the secret in any language and wording; its parts alone are not ("Bus 8812").
+
 The key is kept outside the database (``FORGET_DIGEST_KEY`` from the environment, else a key generated
 once into the data folder), so the database alone does not let anyone test guesses against a digest.
 """
@@ -32,6 +39,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import unquote
 
 from django.conf import settings
 
@@ -233,6 +241,87 @@ def distinctive_tokens(text: str) -> Tokens:
     return Tokens(values=frozenset(values), weak=frozenset(weak - values), fragment=len(matches) <= FRAGMENT_CHUNKS)
 
 
+# A whole value: letters and digits together (at least this many of each: "sonnenblume8812", "kestrel4491";
+# not "500mg" or "az12"), or a number of at least WHOLE_NUMBER_DIGITS digits (a phone or card number; a date
+# or an order number is shorter), or a content word followed, after spaces only, by a number ("Zebra 98765",
+# "Sonnenblume 8812": a password written apart; not "8812 fährt", not a key and its value, "linie": 8812). Its digest is of its
+# letters and digits only, prefixed so that it never equals a token's.
+WHOLE_MIN_LETTERS = 3
+WHOLE_MIN_DIGITS = 3
+WHOLE_NUMBER_DIGITS = 9
+WHOLE_PREFIX = "="
+# What separates values as a reader sees them: spaces and the separators of URLs (/ ? # & = ;), JSON
+# (" ' { } [ ] , :), key=value and prose brackets. Not "-", "_", ".", "!", "+" or "%": they occur inside a
+# password ("Sonnenblume-8812", "Kestrel!4491") or an escape, which is decoded first.
+_SEPARATOR_CHARS = r"\s/?#&=;\"'`{}\[\],:()<>|\\*"
+_READER_SEGMENT = re.compile(rf"(?:%[0-9A-Fa-f]{{2}}|\\u[0-9A-Fa-f]{{4}}|[^{_SEPARATOR_CHARS}])+")
+_READER_SPLIT = re.compile(rf"[{_SEPARATOR_CHARS}]+")
+_JSON_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
+_SPAN_TAIL = ".!?…"  # sentence punctuation after a value stays out of its span
+
+
+def _decoded(segment: str) -> str:
+    """A segment as a reader sees it: JSON and percent escapes decoded (twice, for a URL inside a URL), NFKC, case-folded."""
+    text = _JSON_ESCAPE.sub(lambda m: chr(int(m[1], 16)), segment)
+    for _ in range(2):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return _normalise(text)
+
+
+def _alnum(piece: str) -> str:
+    return "".join(c for c in piece if c.isalnum())
+
+
+def _is_whole(form: str) -> bool:
+    digits = sum(c.isdigit() for c in form)
+    if digits == len(form):
+        return digits >= WHOLE_NUMBER_DIGITS
+    return digits >= WHOLE_MIN_DIGITS and len(form) - digits >= WHOLE_MIN_LETTERS
+
+
+def _is_number(form: str) -> bool:
+    return form.isdigit() and len(form) >= MIN_NUMBER_DIGITS and not _is_year(form)
+
+
+def _is_name_word(form: str) -> bool:
+    return form.isalpha() and len(form) >= MIN_WORD_CHARS and not is_function_word(form)
+
+
+@lru_cache(maxsize=1024)  # a turn is read twice by redaction (its digests, then its spans)
+def whole_values(text: str) -> tuple[tuple[int, int, str], ...]:
+    """The whole values ``text`` carries as a reader sees it: ``(start, end, value)``, where start and end are
+    the span in ``text`` that says it (an escaped segment as a whole) and value is WHOLE_PREFIX + its letters
+    and digits ("=sonnenblume8812" for "psk=Sonnenblume%2D8812" and "SONNENBLUME 8812" alike)."""
+    # (start, end, letters and digits, whether only spaces separate it from the next piece)
+    pieces: list[tuple[int, int, str, bool]] = []
+    matches = list(_READER_SEGMENT.finditer(text))
+    for n, match in enumerate(matches):
+        start, end = match.span()
+        while end > start and text[end - 1] in _SPAN_TAIL:
+            end -= 1
+        decoded = _decoded(match.group())
+        parts = _READER_SPLIT.split(decoded)
+        gaps = [gap.isspace() for gap in _READER_SPLIT.findall(decoded)]
+        after = n + 1 < len(matches) and text[match.end() : matches[n + 1].start()].isspace()
+        for part, spaced in zip(parts, [*gaps, after], strict=True):
+            if form := _alnum(part):
+                pieces.append((start, end, form, spaced))
+            elif pieces and not spaced:
+                pieces[-1] = (*pieces[-1][:3], False)
+    found: list[tuple[int, int, str]] = []
+    for i, (start, end, form, spaced) in enumerate(pieces):
+        if _is_whole(form):
+            found.append((start, end, WHOLE_PREFIX + form))
+        if spaced and i + 1 < len(pieces):
+            _, next_end, following, _ = pieces[i + 1]
+            if _is_name_word(form) and _is_number(following):
+                found.append((start, next_end, WHOLE_PREFIX + form + following))
+    return tuple(found)
+
+
 def digest_key() -> bytes:
     """The HMAC key: ``FORGET_DIGEST_KEY``, else the key generated once into the data folder."""
     if configured := getattr(settings, "FORGET_DIGEST_KEY", ""):
@@ -267,13 +356,14 @@ def _digest(token: str, key: bytes) -> str:
 
 
 def token_digests(text: str) -> list[str]:
-    """HMAC-SHA256 (hex) of each distinctive token of ``text``, sorted: what a tombstone keeps."""
-    return _digests(distinctive_tokens(text).all, digest_key())
+    """HMAC-SHA256 (hex) of each distinctive token and whole value of ``text``, sorted: what a tombstone keeps."""
+    return _digests(distinctive_tokens(text).all | {value for _, _, value in whole_values(text)}, digest_key())
 
 
 def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
     """Where ``text`` carries distinctive tokens: ``(start, end, digests)`` per chunk that has any ("Sonnenblume-8812",
-    "12.03.2024", "quokka"), and per run of adjacent numbers ("1234 5678") as one span; tokens as ``distinctive_tokens``."""
+    "12.03.2024", "quokka"), per run of adjacent numbers ("1234 5678") as one span (tokens as ``distinctive_tokens``),
+    and per whole value as a reader sees it (``whole_values``: "Sonnenblume%2D8812" in a URL)."""
     key = digest_key()
     spans: list[tuple[int, int, frozenset[str]]] = []
     run: list[tuple[int, int]] = []
@@ -294,6 +384,7 @@ def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
         else:
             close_run()
     close_run()
+    spans.extend((start, end, frozenset({_digest(value, key)})) for start, end, value in whole_values(text))
     return spans
 
 
@@ -330,14 +421,17 @@ class TextDigests:
     weak: list[str]
     fragment: bool
     marks: list[int]
+    whole: list[str]
 
 
 def text_digests(text: str) -> TextDigests:
-    """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), and its word marks."""
+    """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), its word marks,
+    and the digests of the whole values it carries as a reader sees it."""
     tokens, key = distinctive_tokens(text), digest_key()
     return TextDigests(
         values=_digests(tokens.values, key),
         weak=_digests(tokens.weak, key),
         fragment=tokens.fragment,
         marks=_marks(content_words(text), key),
+        whole=_digests({value for _, _, value in whole_values(text)}, key),
     )

@@ -9,7 +9,10 @@ from memories.digests import VALUE_NEW_WORDS, TextDigests, marks_needed, text_di
 from memories.embedders import Embedder, embedder_by_name, vector_array_literal
 from memories.models import Tombstone
 
-# Every text against every tombstone of one embedder, in one statement. The subquery fence
+# Every text against every tombstone of one embedder, in one statement. A text that carries a forgotten
+# whole value as a reader sees it (q.x: the digests of its whole values, memories.digests.whole_values:
+# "Sonnenblume-8812" in a URL, JSON or an Italian sentence) is blocked by that tombstone whatever its
+# similarity: the value is the secret in any language and wording. The subquery fence
 # (OFFSET 0) keeps PostgreSQL from comparing vectors of other dimensions. Tombstone vectors are kept
 # inline (migration 0003); should one be out of line (TOAST) or compressed all the same, the typmod
 # cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
@@ -31,14 +34,16 @@ HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
         q.f, q.n, string_to_array(q.d, ' ') AS d, string_to_array(q.w, ' ') AS w,
-        string_to_array(q.d || ' ' || q.w, ' ') AS dw, string_to_array(q.m, ' ')::int[] AS m
+        string_to_array(q.d || ' ' || q.w, ' ') AS dw, string_to_array(q.m, ' ')::int[] AS m,
+        t.digests::text[] && string_to_array(q.x, ' ') AS x
     FROM ({candidates} OFFSET 0) t
-    JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[])
-        AS q(v, i, d, w, f, m, n)
-    ON q.f OR 1 - (t.vector <=> q.v) >= %s
+    JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[], %s::text[])
+        AS q(v, i, d, w, f, m, n, x)
+    ON q.f OR t.digests::text[] && string_to_array(q.x, ' ') OR 1 - (t.vector <=> q.v) >= %s
     OFFSET 0
 ) p
 WHERE p.s >= CASE
+    WHEN p.x THEN -1
     WHEN p.f AND p.digests && p.dw THEN -1
     WHEN p.digests && p.d AND (cardinality(p.marks) = 0 OR (
         SELECT count(*) FROM unnest(p.m) AS mark WHERE mark <> ALL(p.marks)
@@ -57,7 +62,9 @@ OTHERS_SQL = "UNION ALL SELECT NULL, NULL, o.embedder FROM ({others}) o"
 def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=None) -> list[int]:
     """Ids of the tombstones that block ``content``.
 
-    A tombstone blocks a text within its embedder's ``tombstone`` threshold (the meaning), or within
+    A tombstone blocks a text that carries one of its whole values as a reader sees it (a password or code
+    in a URL, JSON, key=value or any language: ``memories.digests.whole_values``) at any similarity, a text
+    within its embedder's ``tombstone`` threshold (the meaning), or within
     the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
     numbers, codes or dates and adds at most VALUE_NEW_WORDS words of its own (else ``digest_weak``:
     the same number in another fact), or ``digest_weak`` when it shares only a rare word with it or is made
@@ -117,6 +124,7 @@ def _hits(
         *(vector_array_literal(vectors), list(range(len(vectors)))),
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
         *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
+        [" ".join(d.whole) for d in digests],
         min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
         *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),

