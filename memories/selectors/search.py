@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 
 from memories.models import Memory
-from memories.selectors.recall import ranked_memories
+from memories.selectors.recall import ranked_memories, vector_weight
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50
@@ -31,7 +31,7 @@ def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int 
         embedding=embedder.embed_query(query),
         languages=languages or ["simple"],
         limit=limit,
-        recall_min=embedder.thresholds.recall_min,
-        context_min=embedder.thresholds.context_min,
+        thresholds=embedder.thresholds,
+        weight=vector_weight(embedder.name),
     )
     return [hit.id for hit in ranked]
