@@ -4,7 +4,8 @@ import json
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path
@@ -20,6 +21,7 @@ from memories.admin.filters import label_name
 from memories.models import Memory
 from transcripts.models import Conversation, Event, Sighting, Turn
 from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
+from transcripts.services.redaction import FORGOTTEN_MARKER
 from transcripts.services.rerun import conversations_extract_rerun
 
 
@@ -62,11 +64,18 @@ class TurnInline(admin.TabularInline):
     model = Turn
     extra = 0
     can_delete = False
-    fields = ["created_at", "role", "speaker", "text"]
+    fields = ["created_at", "role", "speaker", "said"]
     readonly_fields = fields
 
+    @admin.display(description=_("text"))
+    def said(self, obj):
+        """The turn's text; a value redaction replaced reads as the page's word for "forgotten"."""
+        return obj.text.replace(FORGOTTEN_MARKER, gettext("[forgotten]"))
+
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("speaker")
+        # Each turn's place in its conversation ("Turn 1"), not its id in the table.
+        position = Window(RowNumber(), partition_by=[F("conversation_id")], order_by=[F("created_at"), F("id")])
+        return super().get_queryset(request).select_related("speaker").annotate(position=position)
 
     def has_add_permission(self, request, obj=None):
         return False
