@@ -16,7 +16,7 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from memories.admin.base import memory_link, when
+from memories.admin.base import language_words, memory_link, when
 from memories.admin.filters import label_name
 from memories.models import Memory
 from transcripts.models import Conversation, Event, Sighting, Turn
@@ -137,7 +137,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "room",
                     "speaker",
                     "who_spoke",
-                    "language",
+                    "language_name",
                     "model_location",
                     "started_at",
                     "ended_at",
@@ -193,13 +193,17 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("language · model"), ordering="language")
     def language_and_location(self, obj):
-        return f"{obj.language} · {obj.get_model_location_display()}"
+        return f"{language_words(obj.language)} · {obj.get_model_location_display()}"
 
     @admin.display(description=_("extraction"), ordering="extraction_status")
     def extraction(self, obj):
         return format_html(
             "{}<br><small>{}</small>", obj.get_extraction_status_display(), stats_text(obj.extraction_stats)
         )
+
+    @admin.display(description=_("language"))
+    def language_name(self, obj):
+        return language_words(obj.language)
 
     @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):

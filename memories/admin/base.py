@@ -8,6 +8,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.timesince import timesince
+from django.utils.translation import get_language_info
 from django.utils.translation import gettext as _
 
 from people.models import Person
@@ -24,6 +25,14 @@ def memory_title(memory) -> str:
     admin log keeps, and that log must hold no memory text.
     """
     return _("“%(words)s”") % {"words": Truncator(memory.content).words(6, truncate=" …")}
+
+
+def language_words(code: str) -> str:
+    """A language code by its name in the page's language ("de" -> "Deutsch"); the code when Django does not know it."""
+    try:
+        return get_language_info(code)["name_translated"]
+    except KeyError:
+        return code
 
 
 def when(moment) -> str:
