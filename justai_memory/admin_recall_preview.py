@@ -58,7 +58,15 @@ class RecallPreviewForm(forms.Form):
             "and its working memory is shown to users who may view conversations."
         ),
     )
-    limit = forms.IntegerField(label=_("Limit"), min_value=1, max_value=50, initial=10)
+    limit = forms.IntegerField(
+        label=_("Limit"),
+        min_value=1,
+        max_value=50,
+        initial=10,
+        help_text=_(
+            "How many memories recall picks by the question; up to 3 memories about a known speaker come on top."
+        ),
+    )
 
     def clean_conversation(self):
         pk = self.cleaned_data.get("conversation")

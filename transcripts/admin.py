@@ -21,6 +21,7 @@ from memories.admin.filters import label_name
 from memories.models import Memory
 from transcripts.models import Conversation, Event, Sighting, Turn
 from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
+from transcripts.services import rerun
 from transcripts.services.redaction import FORGOTTEN_MARKER
 from transcripts.services.rerun import conversations_extract_rerun
 
@@ -32,6 +33,20 @@ def stats_text(stats: dict) -> str:
         for name, value in sorted((stats or {}).items())
         if isinstance(value, int | float) and not isinstance(value, bool)
     )
+
+
+def rerun_refusal_words(reason: str) -> str:
+    """Why a re-run was refused, in the page's language (the service's reasons are English constants)."""
+    words = {
+        rerun.NOT_FOUND: _("no such conversation"),
+        rerun.STILL_OPEN: _("still open: it is extracted once it has ended"),
+        rerun.BLOCKED: _("speaker deleted: never extracted (it would become shared memories)"),
+        rerun.WAITING_LOCAL: _(
+            "waiting for a local model: set AI_MEMORY_* to a local provider, or allow personal memories to cloud models"
+        ),
+        rerun.BUSY: _("already queued or running"),
+    }
+    return str(words.get(reason, reason))
 
 
 def memories_learned_from(conversations):
@@ -157,7 +172,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "extraction_error",
                     "extraction_hint_text",
                     "extracted_at",
-                    "extraction_blocked",
+                    "never_extract",
                 ]
             },
         ),
@@ -204,6 +219,13 @@ class ConversationAdmin(admin.ModelAdmin):
     @admin.display(description=_("language"))
     def language_name(self, obj):
         return language_words(obj.language)
+
+    @admin.display(description=_("never extract"))
+    def never_extract(self, obj):
+        """In words, without Django's red "no" icon, which read as a warning on every conversation."""
+        if obj.extraction_blocked:
+            return gettext("Yes: its speaker was deleted, so it must not become shared memories.")
+        return gettext("No")
 
     @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):
@@ -315,7 +337,7 @@ class ConversationAdmin(admin.ModelAdmin):
             by_reason.setdefault(reason, []).append(pk)
         for reason, ids in by_reason.items():
             text = gettext("Not queued, %(reason)s: %(ids)s.") % {
-                "reason": reason,
+                "reason": rerun_refusal_words(reason),
                 "ids": ", ".join(f"#{pk}" for pk in ids),
             }
             self.message_user(request, text, messages.WARNING)

@@ -7,7 +7,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.text import Truncator
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import get_language_info
 from django.utils.translation import gettext as _
 
@@ -40,10 +40,10 @@ def when(moment) -> str:
     if moment is None:
         return "-"
     local = timezone.localtime(moment)
-    return _("%(date)s (%(ago)s ago)") % {
-        "date": date_format(local, "SHORT_DATETIME_FORMAT"),
-        "ago": timesince(moment, depth=1),
-    }
+    date = date_format(local, "SHORT_DATETIME_FORMAT")
+    if moment > timezone.now():  # a scheduled retry: "in 4 minutes", not "0 minutes ago"
+        return _("%(date)s (in %(until)s)") % {"date": date, "until": timeuntil(moment, depth=1)}
+    return _("%(date)s (%(ago)s ago)") % {"date": date, "ago": timesince(moment, depth=1)}
 
 
 def actor_name(actor: str) -> str:

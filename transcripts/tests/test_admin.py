@@ -94,7 +94,7 @@ def test_rerun_resets_and_queues_allowed_conversations_and_says_why_not_for_the_
     assert (failed.extraction_status, failed.extraction_attempts, failed.extraction_error) == ("queued", 0, "")
     html = response.content.decode()
     assert f"Queued extraction for 2 conversations: #{failed.pk}, #{done.pk}" in html
-    assert f"still open: extraction runs after the end: #{still_open.pk}" in html
+    assert f"still open: it is extracted once it has ended: #{still_open.pk}" in html
     assert f"speaker deleted: never extracted (it would become shared memories): #{blocked.pk}" in html
     assert "waiting for a local model" in html and "AI_MEMORY_*" in html and f"#{waiting.pk}" in html
 
