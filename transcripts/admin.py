@@ -25,11 +25,25 @@ from transcripts.services import rerun
 from transcripts.services.redaction import FORGOTTEN_MARKER
 from transcripts.services.rerun import conversations_extract_rerun
 
+# The extraction's counts in words (transcripts.services.extraction writes them); others show by their key.
+STAT_WORDS = {
+    "extracted": _("extracted"),
+    "facts": _("facts"),
+    "preferences": _("preferences"),
+    "inferred": _("guessed"),
+    "items_rejected": _("rejected"),
+    "created": _("stored"),
+    "merged": _("merged"),
+    "skipped_forgotten": _("left out (forgotten)"),
+    "user_chars": _("characters said"),
+    "wait_ms": _("waited (ms)"),
+}
+
 
 def stats_text(stats: dict) -> str:
-    """The numeric extraction stats as 'name n, ...' (the stats hold counts, never memory text)."""
+    """The numeric extraction stats as 'name n, ...' in words (the stats hold counts, never memory text)."""
     return ", ".join(
-        f"{name} {value}"
+        f"{STAT_WORDS.get(name, name)} {value}"
         for name, value in sorted((stats or {}).items())
         if isinstance(value, int | float) and not isinstance(value, bool)
     )

@@ -45,7 +45,9 @@ def test_a_memory_is_named_by_its_first_words_on_its_page_and_in_the_saved_messa
 
 def test_turns_are_numbered_within_their_conversation_and_actors_and_languages_are_named(admin_client):
     julia, kitchen = PersonFactory(name="Julia", preferred_language="de"), RoomFactory(name="Küche")
-    first = ConversationFactory(room=kitchen, speaker=julia, language="it")
+    first = ConversationFactory(
+        room=kitchen, speaker=julia, language="it", extraction_stats={"created": 1, "skipped_forgotten": 2}
+    )
     for text in ("Ciao", "Come stai?", "Bene"):
         TurnFactory(conversation=first, role=Role.USER, speaker=julia, text=text)
     second = ConversationFactory(room=kitchen, speaker=julia, language="de")
@@ -57,6 +59,7 @@ def test_turns_are_numbered_within_their_conversation_and_actors_and_languages_a
     assert re.search(r"Sprache:</label>\s*<div class=\"readonly\">Deutsch</div>", text)
     conversations = admin_client.get(reverse("admin:transcripts_conversation_changelist"), **GERMAN).content.decode()
     assert "Italienisch · Lokal" in conversations
+    assert "gespeichert 1, ausgelassen (vergessen) 2" in conversations and "skipped_forgotten" not in conversations
     memory = MemoryFactory(
         content="Julia trinkt Tee.", language="de", provenance=Provenance.CONFIRMED, scope=Scope.PRIVATE, owner=julia
     )
