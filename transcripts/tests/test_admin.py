@@ -44,7 +44,7 @@ def test_the_list_shows_turns_extraction_status_and_stats(admin_client):
     response = admin_client.get(CHANGELIST)
     html = response.content.decode()
     assert response.status_code == 200
-    assert "skipped_forgotten 1, stored 3" in html and "unknown" in html
+    assert "left out (forgotten) 1, stored 3" in html and "unknown" in html
     assert response.context["cl"].result_list[0].turn_count == 2
 
 
