@@ -20,7 +20,7 @@ from justai_memory import admin_recall_preview  # noqa: F401  (registers the mem
 from justai_memory.admin_trail import source_trail
 from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
-from memories.admin.base import memory_title
+from memories.admin.base import language_words, memory_title
 from memories.admin.filters import label_name
 from memories.models import Memory, MemoryAccess
 from memories.selectors.person import person_memories
@@ -49,7 +49,7 @@ def export_refusal() -> str:
 
 @admin.register(Person)
 class PersonAdmin(admin.ModelAdmin):
-    list_display = ["id", "name", "alias_list", "preferred_language", "overview", "created_at"]
+    list_display = ["id", "name", "alias_list", "language", "overview", "created_at"]
     list_display_links = ["name"]
     search_fields = ["name", "aliases"]
     actions = ["export_json"]
@@ -57,6 +57,10 @@ class PersonAdmin(admin.ModelAdmin):
     @admin.display(description=_("aliases"))
     def alias_list(self, obj):
         return ", ".join(obj.aliases)
+
+    @admin.display(description=_("preferred language"), ordering="preferred_language")
+    def language(self, obj):
+        return language_words(obj.preferred_language)
 
     @admin.display(description=_("what is known"))
     def overview(self, obj):
@@ -119,6 +123,7 @@ class PersonAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "original": person,
             "title": gettext("What the assistant knows about %(name)s") % {"name": person.name},
+            "preferred_language": language_words(person.preferred_language),
             "rows": rows,
             "may_forget": may_forget,
             "may_view_memories": may_view_memories,

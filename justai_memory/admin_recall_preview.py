@@ -14,11 +14,13 @@ from django.urls import path
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
-from justai_core.locations import LOCAL, MODEL_LOCATIONS
+from justai_core.locations import LOCAL, MODEL_LOCATIONS, ModelLocation
 from justai_memory.admin_trail import TrailMixin
 from memories.admin import MemoryAdmin
+from memories.admin.base import language_words
+from memories.admin.filters import label_name
 from memories.limits import MAX_TEXT_CHARS
-from memories.models import Memory
+from memories.models import Memory, Scope
 from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
 from people.models import Person, Room
@@ -42,7 +44,7 @@ class RecallPreviewForm(forms.Form):
         label=_("Question"), max_length=MAX_TEXT_CHARS, widget=forms.TextInput(attrs={"size": 80, "autofocus": True})
     )
     model_location = forms.ChoiceField(
-        choices=[(location, location) for location in MODEL_LOCATIONS],
+        choices=[(location, ModelLocation(location).label) for location in MODEL_LOCATIONS],
         initial=LOCAL,
         label=_("Model location"),
         help_text=_("Where the model that reads the answer runs (the cloud rule applies to cloud)."),
@@ -56,7 +58,15 @@ class RecallPreviewForm(forms.Form):
             "and its working memory is shown to users who may view conversations."
         ),
     )
-    limit = forms.IntegerField(label=_("Limit"), min_value=1, max_value=50, initial=10)
+    limit = forms.IntegerField(
+        label=_("Limit"),
+        min_value=1,
+        max_value=50,
+        initial=10,
+        help_text=_(
+            "How many memories recall picks by the question; up to 3 memories about a known speaker come on top."
+        ),
+    )
 
     def clean_conversation(self):
         pk = self.cleaned_data.get("conversation")
@@ -121,6 +131,11 @@ class RecallPreviewMixin:
             "form": form,
             "result": result,
             "rows": result.memories if result else None,
+            # Each row with its label, scope and language in the page's words (the row holds the codes).
+            "table": [
+                (m, label_name(m.provenance), Scope(m.scope).label, language_words(m.language))
+                for m in (result.memories if result else [])
+            ],
             "working_memory": turns,
             "turns_hidden": bool(result and data["conversation"] and not may_read_turns),
         }

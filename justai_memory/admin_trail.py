@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from memories.admin.base import actor_name, when
+from memories.models import AuditAction, AuditEvent, Source
 from transcripts.models import Conversation, Event
 from transcripts.selectors import conversation_speakers
 
@@ -73,4 +74,15 @@ class TrailMixin:
 
     @admin.display(description=gettext_lazy("learned from"))
     def learned_from(self, obj):
-        return source_trail(obj.source_ref)
+        if obj.source_ref or obj.source != Source.TOOL:
+            return source_trail(obj.source_ref)
+        # Remembered through the API or MCP outside a conversation: who told it is in the audit trail.
+        told = AuditEvent.objects.filter(memory_id=obj.pk, action=AuditAction.CREATED).order_by("created_at").first()
+        if told is None:
+            return "-"
+        where = f", {obj.room}" if obj.room else ""
+        return _("told the assistant: %(who)s%(where)s, %(when)s") % {
+            "who": actor_name(told.actor),
+            "where": where,
+            "when": when(told.created_at),
+        }

@@ -141,38 +141,67 @@ unit_interval = [MinValueValidator(0.0), MaxValueValidator(1.0)]
 class Memory(models.Model):
     """One thing the household's assistant knows, in the language it was learned in."""
 
-    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
-    content = models.TextField()
-    language = models.CharField(max_length=8, default="en", help_text="ISO 639-1 code of the content.")
-    embedding = VectorField(dimensions=configured_dim())
-    provenance = models.CharField(max_length=16, choices=Provenance.choices)
-    confidence = models.FloatField(default=1.0, validators=unit_interval)
-    importance = models.FloatField(default=0.5, validators=unit_interval)
-    occurrences = models.PositiveIntegerField(default=1, help_text="How often this was stored (merges add up).")
-    source = models.CharField(max_length=16, choices=Source.choices)
-    source_ref = models.CharField(max_length=100, blank=True, help_text="Id of the source, e.g. conversation:12.")
-    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.SHARED)
-    owner = models.ForeignKey(
-        "people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="private_memories"
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT, verbose_name=_("kind"))
+    content = models.TextField(verbose_name=_("content"))
+    language = models.CharField(
+        max_length=8, default="en", help_text=_("ISO 639-1 code of the content."), verbose_name=_("language")
     )
-    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="memories")
+    embedding = VectorField(dimensions=configured_dim())
+    provenance = models.CharField(max_length=16, choices=Provenance.choices, verbose_name=_("provenance"))
+    confidence = models.FloatField(default=1.0, validators=unit_interval, verbose_name=_("confidence"))
+    importance = models.FloatField(default=0.5, validators=unit_interval, verbose_name=_("importance"))
+    occurrences = models.PositiveIntegerField(
+        default=1, help_text=_("How often this was stored (merges add up)."), verbose_name=_("times stored")
+    )
+    source = models.CharField(max_length=16, choices=Source.choices, verbose_name=_("source"))
+    source_ref = models.CharField(
+        max_length=100, blank=True, help_text=_("Id of the source, e.g. conversation:12."), verbose_name=_("source id")
+    )
+    scope = models.CharField(max_length=16, choices=Scope.choices, default=Scope.SHARED, verbose_name=_("scope"))
+    owner = models.ForeignKey(
+        "people.Person",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="private_memories",
+        verbose_name=_("owner"),
+    )
+    room = models.ForeignKey(
+        "people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="memories", verbose_name=_("room")
+    )
     about = models.ForeignKey(
         "people.Person",
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="memories_about",
-        db_index=False,  # memory_about_idx leads with it
+        db_index=False,  # memory_about_idx leads with it, verbose_name=_("about")
     )
-    subject = models.CharField(max_length=200, blank=True, help_text="Normalised subject, for contradictions.")
-    predicate = models.CharField(max_length=200, blank=True, help_text="Normalised predicate, for contradictions.")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    subject = models.CharField(
+        max_length=200, blank=True, help_text=_("Normalised subject, for contradictions."), verbose_name=_("subject")
+    )
+    predicate = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text=_("Normalised predicate, for contradictions."),
+        verbose_name=_("predicate"),
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, verbose_name=_("status"))
     superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="supersedes",
+        verbose_name=_("superseded by"),
     )
-    valid_at = models.DateTimeField(default=timezone.now, help_text="When it became true.")
-    created_at = models.DateTimeField(default=timezone.now, help_text="When it was learned.")
-    updated_at = models.DateTimeField(auto_now=True)
+    valid_at = models.DateTimeField(
+        default=timezone.now, help_text=_("When it became true."), verbose_name=_("true since")
+    )
+    created_at = models.DateTimeField(
+        default=timezone.now, help_text=_("When it was learned."), verbose_name=_("learned at")
+    )
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("changed at"))
     search_vector = models.GeneratedField(
         expression=LanguageSearchVector(F("language"), F("content")),
         output_field=SearchVectorField(),
@@ -253,10 +282,15 @@ class MemoryAccess(models.Model):
     """
 
     memory = models.OneToOneField(
-        Memory, primary_key=True, on_delete=models.CASCADE, db_constraint=False, related_name="access"
+        Memory,
+        primary_key=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="access",
+        verbose_name=_("memory"),
     )
-    count = models.PositiveIntegerField(default=0)
-    last_accessed_at = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0, verbose_name=_("recalls"))
+    last_accessed_at = models.DateTimeField(verbose_name=_("last recalled"))
 
     class Meta:
         verbose_name = _("memory access")
@@ -274,8 +308,8 @@ class RecallDay(models.Model):
     consolidation's prune step.
     """
 
-    day = models.DateField(primary_key=True)
-    count = models.PositiveIntegerField(default=0)
+    day = models.DateField(primary_key=True, verbose_name=_("day"))
+    count = models.PositiveIntegerField(default=0, verbose_name=_("recalls"))
 
     class Meta:
         verbose_name = _("recalls of a day")
@@ -302,35 +336,60 @@ class Tombstone(models.Model):
     """
 
     embedding = VectorField()
-    embedder = models.CharField(max_length=32)
-    scope = models.CharField(max_length=16, choices=Scope.choices)
-    owner = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    embedder = models.CharField(max_length=32, verbose_name=_("embedder"))
+    scope = models.CharField(max_length=16, choices=Scope.choices, verbose_name=_("scope"))
+    owner = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("owner")
+    )
     # PROTECT: a block deleted with its room could let the forgotten content come back.
     room = models.ForeignKey(
-        "people.Room", null=True, blank=True, on_delete=models.PROTECT, related_name="forget_blocks"
+        "people.Room",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="forget_blocks",
+        verbose_name=_("room"),
     )
-    forgotten_at = models.DateTimeField(default=timezone.now)
+    forgotten_at = models.DateTimeField(default=timezone.now, verbose_name=_("forgotten at"))
     forgotten_by_person = models.ForeignKey(
-        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "people.Person",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("forgotten by (person)"),
     )
     forgotten_by_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name=_("forgotten by (admin user)"),
     )
-    memory_id = models.BigIntegerField(null=True, blank=True, help_text="Id the forgotten memory had.")
+    memory_id = models.BigIntegerField(
+        null=True, blank=True, help_text=_("Id the forgotten memory had."), verbose_name=_("id of the forgotten memory")
+    )
     digests = ArrayField(
         models.CharField(max_length=64),
         default=list,
         blank=True,
-        help_text="HMAC-SHA256 of the forgotten memory's distinctive tokens (memories/digests.py); no text.",
+        help_text=_("HMAC-SHA256 of the forgotten memory's distinctive tokens (memories/digests.py); no text."),
+        verbose_name=_("digests"),
     )
     word_marks = ArrayField(
         models.SmallIntegerField(),
         default=list,
         blank=True,
-        help_text="12 bits of the HMAC of each of the forgotten memory's content words (memories/digests.py); no text.",
+        help_text=_(
+            "12 bits of the HMAC of each of the forgotten memory's content words (memories/digests.py); no text."
+        ),
+        verbose_name=_("word marks"),
     )
-    blocked_count = models.PositiveIntegerField(default=0, help_text="New items this block dropped.")
-    last_blocked_at = models.DateTimeField(null=True, blank=True)
+    blocked_count = models.PositiveIntegerField(
+        default=0, help_text=_("New items this block dropped."), verbose_name=_("times it blocked")
+    )
+    last_blocked_at = models.DateTimeField(null=True, blank=True, verbose_name=_("last blocked"))
 
     objects = TombstoneQuerySet.as_manager()
 
@@ -341,30 +400,34 @@ class Tombstone(models.Model):
         constraints = [*scope_constraints("tombstone")]
 
     def __str__(self):
-        return f"Tombstone #{self.pk}"
+        return _("forget block #%(id)s") % {"id": self.pk}
 
 
 class AuditAction(models.TextChoices):
-    CREATED = "created"
-    MERGED = "merged"
-    SUPERSEDED = "superseded"
-    EDITED = "edited"
-    FORGOTTEN = "forgotten"
-    RECALLED = "recalled"
-    DELETED = "deleted"
-    BLOCKED = "blocked"
-    BLOCK_LIFTED = "block_lifted"
+    CREATED = "created", _("Created")
+    MERGED = "merged", _("Merged")
+    SUPERSEDED = "superseded", _("Superseded")
+    EDITED = "edited", _("Edited")
+    FORGOTTEN = "forgotten", _("Forgotten")
+    RECALLED = "recalled", _("Recalled")
+    DELETED = "deleted", _("Deleted")
+    BLOCKED = "blocked", _("Blocked")
+    BLOCK_LIFTED = "block_lifted", _("Block lifted")
 
 
 class AuditEvent(models.Model):
     """A text-free trail: what happened to memory N, never what it said."""
 
-    memory_id = models.BigIntegerField(db_index=True)
-    action = models.CharField(max_length=16, choices=AuditAction.choices)
-    related_memory_id = models.BigIntegerField(null=True, blank=True, help_text="The other memory of a merge.")
-    count = models.PositiveIntegerField(default=1)
-    actor = models.CharField(max_length=64, help_text="tool, admin:<user id>, job:<name>, person:<id>.")
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    memory_id = models.BigIntegerField(db_index=True, verbose_name=_("memory"))
+    action = models.CharField(max_length=16, choices=AuditAction.choices, verbose_name=_("what happened"))
+    related_memory_id = models.BigIntegerField(
+        null=True, blank=True, help_text=_("The other memory of a merge."), verbose_name=_("other memory")
+    )
+    count = models.PositiveIntegerField(default=1, verbose_name=_("count"))
+    actor = models.CharField(
+        max_length=64, help_text=_("tool, admin:<user id>, job:<name>, person:<id>."), verbose_name=_("by")
+    )
+    created_at = models.DateTimeField(default=timezone.now, db_index=True, verbose_name=_("when"))
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -397,25 +460,31 @@ class ForgetRequest(models.Model):
 
 
 class RunStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
 
 
 class ConsolidationRun(models.Model):
     """One consolidation run and its text-free stats."""
 
-    started_by = models.CharField(max_length=64, help_text="schedule, command, admin:<user id>.")
-    dry_run = models.BooleanField(default=False)
-    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
-    started_at = models.DateTimeField(default=timezone.now)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    merged = models.PositiveIntegerField(default=0)
-    superseded = models.PositiveIntegerField(default=0)
-    deleted = models.PositiveIntegerField(default=0)
-    duration_ms = models.PositiveIntegerField(null=True, blank=True)
-    error = models.CharField(max_length=200, blank=True, help_text="Exception class only; never memory text.")
+    started_by = models.CharField(
+        max_length=64, help_text=_("schedule, command, admin:<user id>."), verbose_name=_("started by")
+    )
+    dry_run = models.BooleanField(default=False, verbose_name=_("dry run"))
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING, verbose_name=_("status")
+    )
+    started_at = models.DateTimeField(default=timezone.now, verbose_name=_("started"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished"))
+    merged = models.PositiveIntegerField(default=0, verbose_name=_("merged"))
+    superseded = models.PositiveIntegerField(default=0, verbose_name=_("superseded"))
+    deleted = models.PositiveIntegerField(default=0, verbose_name=_("deleted"))
+    duration_ms = models.PositiveIntegerField(null=True, blank=True, verbose_name=_("duration (ms)"))
+    error = models.CharField(
+        max_length=200, blank=True, help_text=_("Exception class only; never memory text."), verbose_name=_("error")
+    )
 
     class Meta:
         ordering = ["-started_at"]
@@ -424,15 +493,15 @@ class ConsolidationRun(models.Model):
         constraints = [choices_constraint("status", RunStatus, "consolidation_status_valid")]
 
     def __str__(self):
-        return f"Consolidation run #{self.pk}"
+        return _("Consolidation run #%(id)s") % {"id": self.pk}
 
 
 class EmbeddingSpace(models.Model):
     """The one row that says which embedder the stored vectors belong to."""
 
-    embedder = models.CharField(max_length=32)
-    dim = models.PositiveIntegerField()
-    updated_at = models.DateTimeField(auto_now=True)
+    embedder = models.CharField(max_length=32, verbose_name=_("embedder"))
+    dim = models.PositiveIntegerField(verbose_name=_("dimensions"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("changed at"))
 
     class Meta:
         verbose_name = _("embedding space")

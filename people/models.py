@@ -10,10 +10,15 @@ LANGUAGE_CODE_REGEX = r"^[a-z]{2,3}$"
 class Person(models.Model):
     """A member of the household whom the assistant can recognise as a speaker."""
 
-    name = models.CharField(max_length=100)
-    aliases = ArrayField(models.CharField(max_length=100), blank=True, default=list)
-    preferred_language = models.CharField(max_length=8, default="en", help_text="ISO 639-1 code, e.g. de, it, en.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    name = models.CharField(max_length=100, verbose_name=_("name"))
+    aliases = ArrayField(models.CharField(max_length=100), blank=True, default=list, verbose_name=_("aliases"))
+    preferred_language = models.CharField(
+        max_length=8,
+        default="en",
+        help_text=_("ISO 639-1 code, e.g. de, it, en."),
+        verbose_name=_("preferred language"),
+    )
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("added at"))
 
     class Meta:
         ordering = ["name"]
@@ -34,8 +39,8 @@ class Person(models.Model):
 class Room(models.Model):
     """A room of the household; room-scoped memories are only relevant there."""
 
-    name = models.CharField(max_length=100)
-    created_at = models.DateTimeField(auto_now_add=True)
+    name = models.CharField(max_length=100, verbose_name=_("name"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("added at"))
 
     class Meta:
         ordering = ["name"]
@@ -58,16 +63,26 @@ class Household(models.Model):
 
     personal_memories_to_cloud = models.BooleanField(
         default=False,
-        help_text="Allow memories to reach cloud models (recall for cloud conversations, cloud extraction).",
+        help_text=_("Allow memories to reach cloud models (recall for cloud conversations, cloud extraction)."),
+        verbose_name=_("personal memories to cloud models"),
     )
     redact_forgotten_in_transcripts = models.BooleanField(
         default=True,
-        help_text="When something is forgotten, replace its values (numbers, codes, dates, rare words) by "
-        "'[forgotten]' in the kept transcripts that restate it. Off: transcripts stay as said until retention.",
+        help_text=_(
+            "When something is forgotten, replace its values (numbers, codes, dates, rare words) by "
+            "'[forgotten]' in the kept transcripts that restate it. Off: transcripts stay as said until retention."
+        ),
+        verbose_name=_("redact forgotten values in transcripts"),
     )
-    transcript_retention_days = models.PositiveIntegerField(default=365, validators=[MinValueValidator(1)])
-    sighting_retention_days = models.PositiveIntegerField(default=30, validators=[MinValueValidator(1)])
-    event_retention_days = models.PositiveIntegerField(default=90, validators=[MinValueValidator(1)])
+    transcript_retention_days = models.PositiveIntegerField(
+        default=365, validators=[MinValueValidator(1)], verbose_name=_("keep transcripts (days)")
+    )
+    sighting_retention_days = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1)], verbose_name=_("keep sightings (days)")
+    )
+    event_retention_days = models.PositiveIntegerField(
+        default=90, validators=[MinValueValidator(1)], verbose_name=_("keep events (days)")
+    )
 
     class Meta:
         verbose_name = verbose_name_plural = _("household settings")
@@ -82,7 +97,7 @@ class Household(models.Model):
         ]
 
     def __str__(self):
-        return "Household settings"
+        return str(_("household settings"))
 
     @classmethod
     def load(cls) -> "Household":

@@ -4,7 +4,8 @@ import json
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import RowNumber
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
 from django.urls import path
@@ -15,21 +16,51 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from memories.admin.base import memory_link, when
+from memories.admin.base import language_words, memory_link, when
 from memories.admin.filters import label_name
 from memories.models import Memory
 from transcripts.models import Conversation, Event, Sighting, Turn
 from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
+from transcripts.services import rerun
+from transcripts.services.redaction import FORGOTTEN_MARKER
 from transcripts.services.rerun import conversations_extract_rerun
+
+# The extraction's counts in words (transcripts.services.extraction writes them); others show by their key.
+STAT_WORDS = {
+    "extracted": _("extracted"),
+    "facts": _("facts"),
+    "preferences": _("preferences"),
+    "inferred": _("guessed"),
+    "items_rejected": _("rejected"),
+    "created": _("stored"),
+    "merged": _("merged"),
+    "skipped_forgotten": _("left out (forgotten)"),
+    "user_chars": _("characters said"),
+    "wait_ms": _("waited (ms)"),
+}
 
 
 def stats_text(stats: dict) -> str:
-    """The numeric extraction stats as 'name n, ...' (the stats hold counts, never memory text)."""
+    """The numeric extraction stats as 'name n, ...' in words (the stats hold counts, never memory text)."""
     return ", ".join(
-        f"{name} {value}"
+        f"{STAT_WORDS.get(name, name)} {value}"
         for name, value in sorted((stats or {}).items())
         if isinstance(value, int | float) and not isinstance(value, bool)
     )
+
+
+def rerun_refusal_words(reason: str) -> str:
+    """Why a re-run was refused, in the page's language (the service's reasons are English constants)."""
+    words = {
+        rerun.NOT_FOUND: _("no such conversation"),
+        rerun.STILL_OPEN: _("still open: it is extracted once it has ended"),
+        rerun.BLOCKED: _("speaker deleted: never extracted (it would become shared memories)"),
+        rerun.WAITING_LOCAL: _(
+            "waiting for a local model: set AI_MEMORY_* to a local provider, or allow personal memories to cloud models"
+        ),
+        rerun.BUSY: _("already queued or running"),
+    }
+    return str(words.get(reason, reason))
 
 
 def memories_learned_from(conversations):
@@ -62,11 +93,18 @@ class TurnInline(admin.TabularInline):
     model = Turn
     extra = 0
     can_delete = False
-    fields = ["created_at", "role", "speaker", "text"]
+    fields = ["created_at", "role", "speaker", "said"]
     readonly_fields = fields
 
+    @admin.display(description=_("text"))
+    def said(self, obj):
+        """The turn's text; a value redaction replaced reads as the page's word for "forgotten"."""
+        return obj.text.replace(FORGOTTEN_MARKER, gettext("[forgotten]"))
+
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("speaker")
+        # Each turn's place in its conversation ("Turn 1"), not its id in the table.
+        position = Window(RowNumber(), partition_by=[F("conversation_id")], order_by=[F("created_at"), F("id")])
+        return super().get_queryset(request).select_related("speaker").annotate(position=position)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -128,7 +166,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "room",
                     "speaker",
                     "who_spoke",
-                    "language",
+                    "language_name",
                     "model_location",
                     "started_at",
                     "ended_at",
@@ -148,7 +186,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "extraction_error",
                     "extraction_hint_text",
                     "extracted_at",
-                    "extraction_blocked",
+                    "never_extract",
                 ]
             },
         ),
@@ -184,13 +222,24 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("language · model"), ordering="language")
     def language_and_location(self, obj):
-        return f"{obj.language} · {obj.get_model_location_display()}"
+        return f"{language_words(obj.language)} · {obj.get_model_location_display()}"
 
     @admin.display(description=_("extraction"), ordering="extraction_status")
     def extraction(self, obj):
         return format_html(
             "{}<br><small>{}</small>", obj.get_extraction_status_display(), stats_text(obj.extraction_stats)
         )
+
+    @admin.display(description=_("language"))
+    def language_name(self, obj):
+        return language_words(obj.language)
+
+    @admin.display(description=_("never extract"))
+    def never_extract(self, obj):
+        """In words, without Django's red "no" icon, which read as a warning on every conversation."""
+        if obj.extraction_blocked:
+            return gettext("Yes: its speaker was deleted, so it must not become shared memories.")
+        return gettext("No")
 
     @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):
@@ -302,7 +351,7 @@ class ConversationAdmin(admin.ModelAdmin):
             by_reason.setdefault(reason, []).append(pk)
         for reason, ids in by_reason.items():
             text = gettext("Not queued, %(reason)s: %(ids)s.") % {
-                "reason": reason,
+                "reason": rerun_refusal_words(reason),
                 "ids": ", ".join(f"#{pk}" for pk in ids),
             }
             self.message_user(request, text, messages.WARNING)

@@ -28,24 +28,38 @@ class EndedBy(models.TextChoices):
 class Conversation(models.Model):
     """A session with the assistant: who spoke (None = unknown), where, in which language."""
 
-    room = models.ForeignKey("people.Room", on_delete=models.PROTECT, related_name="conversations")
+    room = models.ForeignKey(
+        "people.Room", on_delete=models.PROTECT, related_name="conversations", verbose_name=_("room")
+    )
     speaker = models.ForeignKey(
-        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+        "people.Person",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+        verbose_name=_("speaker"),
     )
-    language = models.CharField(max_length=8, default="en")
+    language = models.CharField(max_length=8, default="en", verbose_name=_("language"))
     # No default: whoever starts a conversation says where its model runs (the cloud rule reads it).
-    model_location = models.CharField(max_length=8, choices=ModelLocation.choices)
-    started_at = models.DateTimeField(default=timezone.now)
-    ended_at = models.DateTimeField(null=True, blank=True)
-    ended_by = models.CharField(max_length=16, choices=EndedBy.choices, blank=True)
-    extraction_status = models.CharField(max_length=16, choices=ExtractionStatus.choices, default=ExtractionStatus.OPEN)
-    extraction_blocked = models.BooleanField(
-        default=False, help_text="Never extract (its speaker was deleted: it must not become shared memories)."
+    model_location = models.CharField(max_length=8, choices=ModelLocation.choices, verbose_name=_("model runs"))
+    started_at = models.DateTimeField(default=timezone.now, verbose_name=_("started"))
+    ended_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ended"))
+    ended_by = models.CharField(max_length=16, choices=EndedBy.choices, blank=True, verbose_name=_("ended by"))
+    extraction_status = models.CharField(
+        max_length=16,
+        choices=ExtractionStatus.choices,
+        default=ExtractionStatus.OPEN,
+        verbose_name=_("extraction status"),
     )
-    extraction_attempts = models.PositiveIntegerField(default=0)
-    extraction_stats = models.JSONField(default=dict, blank=True)
-    extraction_error = models.CharField(max_length=300, blank=True)
-    extracted_at = models.DateTimeField(null=True, blank=True)
+    extraction_blocked = models.BooleanField(
+        default=False,
+        help_text=_("Never extract (its speaker was deleted: it must not become shared memories)."),
+        verbose_name=_("never extract"),
+    )
+    extraction_attempts = models.PositiveIntegerField(default=0, verbose_name=_("extraction attempts"))
+    extraction_stats = models.JSONField(default=dict, blank=True, verbose_name=_("extraction stats"))
+    extraction_error = models.CharField(max_length=300, blank=True, verbose_name=_("extraction error"))
+    extracted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("extracted at"))
 
     class Meta:
         ordering = ["-started_at"]
@@ -66,24 +80,28 @@ class Conversation(models.Model):
         ]
 
     def __str__(self):
-        return f"Conversation #{self.pk}"
+        return _("Conversation #%(id)s") % {"id": self.pk}
 
 
 class Role(models.TextChoices):
-    USER = "user"
-    ASSISTANT = "assistant"
-    SYSTEM = "system"
-    TOOL = "tool"
+    USER = "user", _("User")
+    ASSISTANT = "assistant", _("Assistant")
+    SYSTEM = "system", _("System")
+    TOOL = "tool", _("Tool")
 
 
 class Turn(models.Model):
     """One message of a conversation."""
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
-    role = models.CharField(max_length=16, choices=Role.choices)
-    speaker = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    text = models.TextField()
-    created_at = models.DateTimeField(default=timezone.now)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="turns", verbose_name=_("conversation")
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, verbose_name=_("role"))
+    speaker = models.ForeignKey(
+        "people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name=_("speaker")
+    )
+    text = models.TextField(verbose_name=_("text"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=_("at"))
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -96,15 +114,21 @@ class Turn(models.Model):
         ]
 
     def __str__(self):
-        return f"Turn #{self.pk}"
+        # Numbered within its conversation where the admin annotates ``position`` (TurnInline), else by id.
+        position = getattr(self, "position", None)
+        if position is not None:
+            return _("Turn %(n)s") % {"n": position}
+        return _("Turn #%(id)s") % {"id": self.pk}
 
 
 class Sighting(models.Model):
     """A person seen in a room at a time (time-limited store)."""
 
-    person = models.ForeignKey("people.Person", on_delete=models.CASCADE, related_name="sightings")
-    room = models.ForeignKey("people.Room", on_delete=models.CASCADE, related_name="sightings")
-    seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+    person = models.ForeignKey(
+        "people.Person", on_delete=models.CASCADE, related_name="sightings", verbose_name=_("person")
+    )
+    room = models.ForeignKey("people.Room", on_delete=models.CASCADE, related_name="sightings", verbose_name=_("room"))
+    seen_at = models.DateTimeField(default=timezone.now, db_index=True, verbose_name=_("seen at"))
 
     class Meta:
         ordering = ["-seen_at"]
@@ -118,11 +142,20 @@ class Sighting(models.Model):
 class Event(models.Model):
     """Something that happened in the household, from sensors or automations (time-limited store)."""
 
-    kind = models.CharField(max_length=64)
-    payload = models.JSONField(default=dict, blank=True)
-    room = models.ForeignKey("people.Room", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    person = models.ForeignKey("people.Person", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
-    occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=64, verbose_name=_("kind"))
+    payload = models.JSONField(default=dict, blank=True, verbose_name=_("payload"))
+    room = models.ForeignKey(
+        "people.Room", null=True, blank=True, on_delete=models.SET_NULL, related_name="events", verbose_name=_("room")
+    )
+    person = models.ForeignKey(
+        "people.Person",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="events",
+        verbose_name=_("person"),
+    )
+    occurred_at = models.DateTimeField(default=timezone.now, db_index=True, verbose_name=_("occurred at"))
 
     class Meta:
         ordering = ["-occurred_at"]

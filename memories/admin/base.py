@@ -7,7 +7,8 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.text import Truncator
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
+from django.utils.translation import get_language_info
 from django.utils.translation import gettext as _
 
 from people.models import Person
@@ -26,15 +27,23 @@ def memory_title(memory) -> str:
     return _("“%(words)s”") % {"words": Truncator(memory.content).words(6, truncate=" …")}
 
 
+def language_words(code: str) -> str:
+    """A language code by its name in the page's language ("de" -> "Deutsch"); the code when Django does not know it."""
+    try:
+        return get_language_info(code)["name_translated"]
+    except KeyError:
+        return code
+
+
 def when(moment) -> str:
     """A date as the admin's language writes it, and how long ago: '2.12.2026 10:15 (3 Stunden ago)'."""
     if moment is None:
         return "-"
     local = timezone.localtime(moment)
-    return _("%(date)s (%(ago)s ago)") % {
-        "date": date_format(local, "SHORT_DATETIME_FORMAT"),
-        "ago": timesince(moment, depth=1),
-    }
+    date = date_format(local, "SHORT_DATETIME_FORMAT")
+    if moment > timezone.now():  # a scheduled retry: "in 4 minutes", not "0 minutes ago"
+        return _("%(date)s (in %(until)s)") % {"date": date, "until": timeuntil(moment, depth=1)}
+    return _("%(date)s (%(ago)s ago)") % {"date": date, "ago": timesince(moment, depth=1)}
 
 
 def actor_name(actor: str) -> str:

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
+from memories.admin.base import language_words
 from memories.models import PROVENANCE_LABELS, Provenance
 
 # The labels the assistant is told (PROVENANCE_LABELS: prompt text, never translated), in the admin's language.
@@ -73,3 +74,17 @@ class LabelFilter(admin.SimpleListFilter):
         if self.value() in Provenance.values:
             return queryset.filter(provenance=self.value())
         return queryset
+
+
+class LanguageFilter(admin.SimpleListFilter):
+    """The languages the memories are in, by name."""
+
+    title = _("language")
+    parameter_name = "language"
+
+    def lookups(self, request, model_admin):
+        codes = model_admin.get_queryset(request).order_by().values_list("language", flat=True).distinct()
+        return sorted(((code, language_words(code)) for code in codes), key=lambda item: str(item[1]))
+
+    def queryset(self, request, queryset):
+        return queryset.filter(language=self.value()) if self.value() else queryset

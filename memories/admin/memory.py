@@ -1,5 +1,7 @@
 """The memory list and pages: hybrid search, edit (``memory_edit``), add a note, forget on delete."""
 
+import re
+
 from django.contrib import admin, messages
 from django.contrib.admin.options import IS_POPUP_VAR
 from django.contrib.admin.views.main import ORDER_VAR, SEARCH_VAR
@@ -9,16 +11,24 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format, number_format
-from django.utils.html import format_html, format_html_join
+from django.utils.html import conditional_escape, format_html, format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import SafeData, mark_safe
 from django.utils.text import Truncator
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.admin.base import actor_name, memory_link, memory_title, when
-from memories.admin.filters import AccessCountFilter, ConfidenceFilter, ImportanceFilter, LabelFilter, label_name
+from memories.admin.base import actor_name, language_words, memory_link, memory_title, when
+from memories.admin.filters import (
+    AccessCountFilter,
+    ConfidenceFilter,
+    ImportanceFilter,
+    LabelFilter,
+    LanguageFilter,
+    label_name,
+)
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
 from memories.selectors.search import memories_search_hits
@@ -82,7 +92,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "content_preview",
         "kind_and_label",
         "scope_with_owner",
-        "language",
+        "language_name",
         "status_with_successor",
         "scores",
         "recalled",
@@ -94,7 +104,7 @@ class MemoryAdmin(admin.ModelAdmin):
         "scope",
         ("owner", admin.RelatedOnlyFieldListFilter),
         ("room", admin.RelatedOnlyFieldListFilter),
-        "language",
+        LanguageFilter,
         "status",
         ConfidenceFilter,
         ImportanceFilter,
@@ -227,6 +237,10 @@ class MemoryAdmin(admin.ModelAdmin):
     def last_accessed(self, obj):
         return when(obj.last_accessed_at)
 
+    @admin.display(description=_("language"), ordering="language")
+    def language_name(self, obj):
+        return language_words(obj.language)
+
     @admin.display(description=_("scope"), ordering="scope")
     def scope_with_owner(self, obj):
         if obj.scope == Scope.PRIVATE:
@@ -315,6 +329,21 @@ class MemoryAdmin(admin.ModelAdmin):
 
         return RefusedForm
 
+    def message_user(self, request, message, level=messages.INFO, extra_tags="", fail_silently=False):
+        """Django's own messages name a memory by ``str()`` ("Memory #12", what its log keeps); the page's
+        messages name it by its first words."""
+        named = getattr(request, "memory_named", None)
+        by_id = re.compile(rf"{re.escape(named[0])}(?!\d)") if named else None
+        if by_id and by_id.search(str(message)):
+            text = by_id.sub(conditional_escape(named[1]), str(message))
+            message = mark_safe(text) if isinstance(message, SafeData) else text
+        super().message_user(request, message, level, extra_tags, fail_silently)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        memory = Memory.objects.filter(pk=object_id).only("pk", "content").first() if object_id.isdigit() else None
+        named = {"subtitle": memory_title(memory)} if memory else {}
+        return super().change_view(request, object_id, form_url, {**named, **(extra_context or {})})
+
     def add_view(self, request, form_url="", extra_context=None):
         return super().add_view(request, form_url, {"title": gettext("Add a note"), **(extra_context or {})})
 
@@ -333,6 +362,7 @@ class MemoryAdmin(admin.ModelAdmin):
                 **{name: form.cleaned_data[name] for name in form.changed_data if name in EDITABLE_FIELDS}
             )
             result = memory_edit(memory=obj, actor=Actor.admin(request.user), changes=changes)
+            request.memory_named = (str(obj), memory_title(obj))
             for other in result.merged_ids:
                 self.message_user(
                     request,
@@ -354,9 +384,11 @@ class MemoryAdmin(admin.ModelAdmin):
         )
         obj.pk = result.memory.pk
         obj._state.adding = False
+        request.memory_named = (str(obj), memory_title(result.memory))
         if result.outcome == StoreOutcome.MERGED:
             self.message_user(
                 request,
-                gettext("The note duplicated memory #%(id)s and was merged into it.") % {"id": obj.pk},
+                gettext("The note duplicated %(memory)s and was merged into it.")
+                % {"memory": memory_title(result.memory)},
                 messages.WARNING,
             )

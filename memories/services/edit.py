@@ -7,6 +7,7 @@ from datetime import datetime
 import numpy as np
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
+from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from memories.languages import language_for
@@ -27,12 +28,13 @@ from people.models import Person, Room
 
 logger = logging.getLogger(__name__)
 
-NOTE_BLOCKED = (
-    "A forget block covers this note (tombstone {ids}). Lift the block under Tombstones first if it should "
+# In the language of the request (the admin shows them on the form): the menu they point to is named in it.
+NOTE_BLOCKED = _(
+    "A forget block covers this note (forget block {ids}). Lift it under Forget blocks first if it should "
     "be remembered again."
 )
-EDIT_BLOCKED = (
-    "A forget block covers this text (tombstone {ids}). Lift the block under Tombstones first if it should "
+EDIT_BLOCKED = _(
+    "A forget block covers this text (forget block {ids}). Lift it under Forget blocks first if it should "
     "be remembered again."
 )
 
@@ -134,7 +136,7 @@ def _re_embed(memory: Memory, *, embedder) -> None:
     blocking = tombstone_hits(content=memory.content, embedding=memory.embedding, embedder=embedder)
     if blocking:
         ids = ", ".join(f"#{pk}" for pk in blocking)
-        raise ApplicationError(EDIT_BLOCKED.format(ids=ids), field="content", status=409)
+        raise ApplicationError(str(EDIT_BLOCKED).format(ids=ids), field="content", status=409)
 
 
 def _merge_duplicate_into(memory: Memory, *, threshold: float) -> list[int]:
@@ -173,7 +175,7 @@ def memory_note_add(
 ) -> StoreResult:
     """Store an admin's note (kind note, source admin, confirmed) through ``memory_store``; may merge into a duplicate.
 
-    Raises ApplicationError when a forget block covers it: an admin lifts a block explicitly, under Tombstones.
+    Raises ApplicationError when a forget block covers it: an admin lifts a block explicitly, under Forget blocks.
     Without a ``language`` the note's is detected (falling back to the owner's, then the person's it is about).
     """
     if language is None:
@@ -195,5 +197,5 @@ def memory_note_add(
     result = memory_store(draft=draft, actor=actor, embedding=embedding)
     if result.outcome == StoreOutcome.BLOCKED:
         ids = ", ".join(f"#{pk}" for pk in result.blocking_tombstones)
-        raise ApplicationError(NOTE_BLOCKED.format(ids=ids), field="content", status=409)
+        raise ApplicationError(str(NOTE_BLOCKED).format(ids=ids), field="content", status=409)
     return result

@@ -243,7 +243,14 @@ def test_a_note_covered_by_a_forget_block_is_refused_on_the_form(admin_client):
         ADD, {"content": "The gate code is 4711", "language": "en", "scope": "shared", "importance": 0.5}
     )
     assert response.status_code == 200 and not Memory.objects.exists()
-    assert f"tombstone #{tombstone.pk}" in response.content.decode()
+    assert f"forget block #{tombstone.pk}" in response.content.decode()
+    german = admin_client.post(
+        ADD,
+        {"content": "The gate code is 4711", "language": "en", "scope": "shared", "importance": 0.5},
+        HTTP_ACCEPT_LANGUAGE="de",
+    ).content.decode()
+    assert f"Vergessenssperre #{tombstone.pk}" in german and "„Vergessenssperren“" in german
+    assert "Tombstones" not in german
 
 
 # --- editing ------------------------------------------------------------------------------------
@@ -254,7 +261,7 @@ def test_an_edit_into_forgotten_content_is_refused_on_the_form_with_the_tombston
     tombstone = memories_forget(memory_ids=[gone.pk], actor="test")[0]
     memory = MemoryFactory(content="The bins go out on Tuesday")
     response = admin_client.post(change_url(memory), change_form_data(memory, content="The gate code is 4711"))
-    assert response.status_code == 200 and f"tombstone #{tombstone.pk}" in response.content.decode()
+    assert response.status_code == 200 and f"forget block #{tombstone.pk}" in response.content.decode()
     memory.refresh_from_db()
     assert memory.content == "The bins go out on Tuesday"
 

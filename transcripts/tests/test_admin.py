@@ -44,7 +44,7 @@ def test_the_list_shows_turns_extraction_status_and_stats(admin_client):
     response = admin_client.get(CHANGELIST)
     html = response.content.decode()
     assert response.status_code == 200
-    assert "skipped_forgotten 1, stored 3" in html and "unknown" in html
+    assert "left out (forgotten) 1, stored 3" in html and "unknown" in html
     assert response.context["cl"].result_list[0].turn_count == 2
 
 
@@ -94,7 +94,7 @@ def test_rerun_resets_and_queues_allowed_conversations_and_says_why_not_for_the_
     assert (failed.extraction_status, failed.extraction_attempts, failed.extraction_error) == ("queued", 0, "")
     html = response.content.decode()
     assert f"Queued extraction for 2 conversations: #{failed.pk}, #{done.pk}" in html
-    assert f"still open: extraction runs after the end: #{still_open.pk}" in html
+    assert f"still open: it is extracted once it has ended: #{still_open.pk}" in html
     assert f"speaker deleted: never extracted (it would become shared memories): #{blocked.pk}" in html
     assert "waiting for a local model" in html and "AI_MEMORY_*" in html and f"#{waiting.pk}" in html
 

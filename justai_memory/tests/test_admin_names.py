@@ -1,0 +1,81 @@
+"""Names instead of ids on the admin's pages: memories by their first words, people by name, turns numbered
+within their conversation, languages by name, labels and scopes in words (issue 38)."""
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from memories.models import AuditAction, AuditEvent, Provenance, Scope
+from memories.tests.factories import MemoryFactory
+from people.tests.factories import PersonFactory, RoomFactory
+from transcripts.models import Role
+from transcripts.tests.factories import ConversationFactory, TurnFactory
+
+pytestmark = pytest.mark.django_db
+GERMAN = {"HTTP_ACCEPT_LANGUAGE": "de-DE,de;q=0.9"}
+
+
+def test_a_memory_is_named_by_its_first_words_on_its_page_and_in_the_saved_message(admin_client):
+    memory = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose im Flur.", language="de")
+    url = reverse("admin:memories_memory_change", args=[memory.pk])
+    page = admin_client.get(url).content.decode()
+    title = "“Der Ersatzschlüssel liegt in der blauen …”"
+    assert f"<title>{title} |" in page and f"<h2>{title}</h2>" in page and f"&rsaquo; {title}" in page
+    assert "Memory #" not in page
+    data = {
+        "content": memory.content,
+        "language": "de",
+        "kind": memory.kind,
+        "provenance": memory.provenance,
+        "confidence": 1,
+        "importance": 0.5,
+        "scope": "shared",
+        "valid_at_0": "2026-12-01",
+        "valid_at_1": "10:00:00",
+        "subject": "",
+        "predicate": "",
+    }
+    saved = admin_client.post(url, data, follow=True)
+    messages = [str(m) for m in saved.context["messages"]]
+    assert len(messages) == 1 and title in messages[0] and "Memory #" not in messages[0], messages
+    german = admin_client.get(url, **GERMAN).content.decode()
+    assert "„Der Ersatzschlüssel liegt in der blauen …“" in german
+
+
+def test_turns_are_numbered_within_their_conversation_and_actors_and_languages_are_named(admin_client):
+    julia, kitchen = PersonFactory(name="Julia", preferred_language="de"), RoomFactory(name="Küche")
+    first = ConversationFactory(
+        room=kitchen, speaker=julia, language="it", extraction_stats={"created": 1, "skipped_forgotten": 2}
+    )
+    for text in ("Ciao", "Come stai?", "Bene"):
+        TurnFactory(conversation=first, role=Role.USER, speaker=julia, text=text)
+    second = ConversationFactory(room=kitchen, speaker=julia, language="de")
+    TurnFactory(conversation=second, role=Role.USER, speaker=julia, text="Hallo")
+    TurnFactory(conversation=second, role=Role.ASSISTANT, text="Guten Tag")
+    page = admin_client.get(reverse("admin:transcripts_conversation_change", args=[second.pk]), **GERMAN)
+    text = page.content.decode()
+    assert "Beitrag 1" in text and "Beitrag 2" in text and "Beitrag 4" not in text and "Turn #" not in text
+    assert re.search(r"Sprache:</label>\s*<div class=\"readonly\">Deutsch</div>", text)
+    conversations = admin_client.get(reverse("admin:transcripts_conversation_changelist"), **GERMAN).content.decode()
+    assert "Italienisch · Lokal" in conversations
+    assert "gespeichert 1, ausgelassen (vergessen) 2" in conversations and "skipped_forgotten" not in conversations
+    memory = MemoryFactory(
+        content="Julia trinkt Tee.", language="de", provenance=Provenance.CONFIRMED, scope=Scope.PRIVATE, owner=julia
+    )
+    AuditEvent.objects.create(memory_id=memory.pk, action=AuditAction.EDITED, actor=f"person:{julia.pk}")
+    audit = admin_client.get(reverse("admin:memories_auditevent_changelist"), **GERMAN).content.decode()
+    assert "Julia" in audit and f"person:{julia.pk}" not in audit and "Bearbeitet" in audit
+    overview = admin_client.get(f"/admin/people/person/{julia.pk}/overview/", **GERMAN).content.decode()
+    assert "Bevorzugt die Sprache „Deutsch“" in overview
+    memories = admin_client.get(reverse("admin:memories_memory_changelist"), **GERMAN).content.decode()
+    assert '<td class="field-language_name">Deutsch</td>' in memories and "?language=de" in memories
+    preview = admin_client.get(
+        reverse("admin:memories_memory_recall_preview"),
+        {"query": "Tee", "speaker": julia.pk, "room": kitchen.pk, "model_location": "local", "limit": 5},
+        **GERMAN,
+    ).content.decode()
+    row = re.search(r'<table id="recall-memories">.*?</table>', preview, re.S).group(0)
+    assert "bestätigt" in row and "Privat" in row and "Deutsch" in row
+    assert "confirmed" not in row and "private" not in row and ">de<" not in row
+    assert '<option value="local" selected>Lokal</option>' in preview
