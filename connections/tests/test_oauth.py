@@ -299,7 +299,7 @@ def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
     room = RoomFactory(name="Kitchen")
     tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=room)["code"]).json()
     listed = admin.get("/admin/connections/connection/").content.decode()
-    assert "Home Assistant" in listed and "Kitchen" in listed and "connected" in listed
+    assert "Home Assistant" in listed and "Kitchen" in listed and "active" in listed
     connection = Connection.objects.get()
     response = admin.post(
         "/admin/connections/connection/", {"action": "revoke", "_selected_action": [connection.pk]}, follow=True
@@ -368,8 +368,8 @@ def test_a_consent_form_with_a_changed_redirect_uri_is_refused(admin, client_app
 
 def test_the_admin_shows_the_clients_and_the_connections(admin):
     for url in (
-        "/admin/oauth2_provider/application/",
-        "/admin/oauth2_provider/application/add/",  # where a client is registered by hand
+        "/admin/connections/client/",
+        "/admin/connections/client/add/",  # where a client is registered by hand
         "/admin/connections/connection/",
     ):
         assert admin.get(url).status_code == 200, url
