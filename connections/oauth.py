@@ -94,13 +94,16 @@ class MemoryValidator(OAuth2Validator):
         return allowed and super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
-        """Also PKCE's method, checked with the authorization request, before the consent form: S256 only (RFC
-        9700 2.1.1). oauthlib would take ``plain``, or a challenge without a method, and the toolkit refuses
-        them only at the code exchange, after an admin approved."""
+        """Also PKCE's method and the resource, checked with the authorization request, before the consent form.
+
+        PKCE: S256 only (RFC 9700 2.1.1); oauthlib would take ``plain``, or a challenge without a method, and the
+        toolkit refuses them only at the code exchange, after an admin approved."""
         if getattr(request, "code_challenge", None) is not None and request.code_challenge_method != "S256":
             raise UnsupportedCodeChallengeMethodError(
                 description="code_challenge_method must be S256 (plain is not accepted).", request=request
             )
+        # And the resource (RFC 8707): a client asking for a token for another server is told so before the form.
+        self._refuse_other_resources(request, parse_qs(urlsplit(request.uri or "").query).get("resource"))
         return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
 
     def is_pkce_required(self, client_id, request):

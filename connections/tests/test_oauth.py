@@ -396,22 +396,29 @@ def test_a_token_is_bound_at_issue_to_this_mcp_server(admin, client_app):
     assert {tuple(t.resource) for t in get_access_token_model().objects.all()} == {(MCP,)}
 
 
-@pytest.mark.parametrize("where", ["authorize", "token"])
-def test_a_code_for_another_resource_gets_no_token(admin, client_app, where):
+def test_a_client_asking_for_another_resource_is_refused_before_the_consent_form(admin, client_app):
+    query = authorize_query(client_app[0], REDIRECT, challenge=None, resource="https://other-server.example/mcp")
+    response = admin.get(f"/oauth/authorize/?{query}")
+    assert response.status_code == 302, response.content[:300]
+    answer = code_from(response["Location"])
+    assert answer["error"] == "invalid_target" and MCP in answer["error_description"] and answer["state"] == "st-1"
+    ours = admin.get(f"/oauth/authorize/?{authorize_query(client_app[0], REDIRECT, challenge=None, resource=MCP)}")
+    assert ours.status_code == 200  # this server's MCP resource: the consent form
+
+
+def test_a_code_for_another_resource_gets_no_token(admin, client_app):
+    """Refused at each step: the consent form posted with another resource gives no code, an exchange naming
+    another resource no token."""
     client_id, secret = client_app
     other = "https://other-server.example/mcp"
-    query = authorize_query(
-        client_id, REDIRECT, challenge=None, scope=READ, **({"resource": other} if where == "authorize" else {})
-    )
-    admin.get(f"/oauth/authorize/?{query}")
+    admin.get(f"/oauth/authorize/?{authorize_query(client_id, REDIRECT, challenge=None, scope=READ)}")
     data = {"client_id": client_id, "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1", "scope": READ}
     data |= {"room": RoomFactory().pk, "model_location": "local", "access": Access.RECALL, "allow": "Allow"}
-    if where == "authorize":
-        data["resource"] = other
+    posted = code_from(admin.post("/oauth/authorize/", {**data, "resource": other})["Location"])
+    assert posted.get("error") == "invalid_target" and "code" not in posted, posted
     code = code_from(admin.post("/oauth/authorize/", data)["Location"])["code"]
     body = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "client_id": client_id}
-    body |= {"client_secret": secret, **({"resource": other} if where == "token" else {})}
-    response = admin.post("/oauth/token/", body)
+    response = admin.post("/oauth/token/", {**body, "client_secret": secret, "resource": other})
     assert response.status_code == 400 and response.json()["error"] == "invalid_target", response.content
     assert MCP in response.json()["error_description"]
     assert not get_access_token_model().objects.exists()
