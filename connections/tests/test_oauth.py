@@ -233,6 +233,29 @@ def test_a_code_is_exchanged_once_and_its_reuse_revokes_every_token_issued_from_
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
 
+def test_a_second_exchange_of_a_code_at_the_same_moment_starts_no_family_and_revokes_the_first(admin, client_app):
+    """Two exchanges that both passed validation before either deleted the code: the second one's tokens belong
+    to no connection, and when it finds the code gone it revokes what the first was issued."""
+    from oauthlib.common import Request
+    from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
+
+    from connections.oauth import MemoryValidator
+
+    client_id, secret = client_app
+    code = approve(admin, client_id, room=RoomFactory())["code"]
+    first = exchange(admin, client_id, secret, code).json()
+    connection = Connection.objects.get()
+    request = Request("/oauth/token/")
+    request.client = get_application_model().objects.get()
+    request.memory_connection, request.user = connection, connection.approved_by
+    second_family = MemoryValidator()._create_refresh_token(request, "second-refresh", None, None).token_family
+    assert Connection.objects.get().token_family not in (None, second_family)  # the first exchange's family
+    with pytest.raises(InvalidGrantError):
+        MemoryValidator().invalidate_authorization_code(client_id, code, request)
+    assert Connection.objects.get().revoked_at is not None
+    assert connection_for_token(first["access_token"], MCP) is None
+
+
 def test_an_unknown_or_expired_code_revokes_nothing(admin, client_app):
     client_id, secret = client_app
     tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
