@@ -15,7 +15,7 @@ import json
 import posixpath
 from datetime import timedelta
 from typing import Annotated, Literal
-from urllib.parse import parse_qs, urlparse, urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlparse, urlsplit
 
 from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
@@ -443,14 +443,16 @@ ERROR_DESCRIPTIONS = {
 
 
 def _basic_credentials(request) -> str:
-    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64)."""
+    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64), also
+    form-decoded as RFC 6749 2.3.1 has them (``%00`` is a NUL there too)."""
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "basic":
         return ""
     try:
-        return base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
     except (ValueError, binascii.Error):
         return ""
+    return f"{decoded} {unquote_plus(decoded)}"
 
 
 def oauth_endpoint(view):
