@@ -36,6 +36,19 @@ for model in (
         admin.site.unregister(model)
 
 
+class StateFilter(admin.SimpleListFilter):
+    """The list by each connection's state as computed from its tokens (``ConnectionQuerySet.with_state``)."""
+
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return State.choices
+
+    def queryset(self, request, queryset):
+        return queryset.filter(state=self.value()) if self.value() in State.values else queryset
+
+
 @admin.register(Connection)
 class ConnectionAdmin(admin.ModelAdmin):
     list_display = [
@@ -48,7 +61,7 @@ class ConnectionAdmin(admin.ModelAdmin):
         "last_used_at",
         "created_at",
     ]
-    list_filter = ["room", "model_location", "scope", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = [StateFilter, "room", "model_location", "scope"]
     list_select_related = ["application", "room", "speaker", "grant"]
     readonly_fields = [
         "application",

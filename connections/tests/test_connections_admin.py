@@ -2,6 +2,7 @@
 one connection per client, room and speaker, the memories written through it; the consent page and the
 client pages in the household's language."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -179,3 +180,16 @@ def test_the_client_pages_are_the_households_and_have_no_view_on_site(admin, cli
         )
     add = admin.get("/admin/connections/client/add/", HTTP_ACCEPT_LANGUAGE="de").content.decode()
     assert "Weiterleitungsadressen" in add and "Geräte-Geheimnis" in add
+
+
+def test_the_list_filters_by_state(admin, client_app):  # noqa: F811
+    live = connected(admin, client_app, room=RoomFactory(name="Kitchen"))
+    connected(admin, client_app, room=RoomFactory(name="Hall"))
+    Connection.objects.get(room__name="Hall").revoke()
+
+    def rooms(state):
+        page = admin.get(f"{LIST}?state={state}").content.decode()
+        return re.findall(r'<td class="field-room[^"]*">([^<]*)</td>', page)
+
+    assert rooms("active") == ["Kitchen"] and rooms("revoked") == ["Hall"] and rooms("expired") == []
+    assert connection_for_token(live["access_token"], MCP) is not None
