@@ -8,16 +8,19 @@ authorization code started (``token_family``: rotated refresh tokens keep it).
 """
 
 import hashlib
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, Exists, OuterRef, Q, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from oauth2_provider.models import get_refresh_token_model
+from oauth2_provider.models import Application, get_grant_model, get_refresh_token_model
 from oauth2_provider.settings import oauth2_settings
 
 from justai_core.locations import ModelLocation
 
+SOURCE_KIND = "connection"  # a memory's source_ref "connection:<id>": remembered through that connection
 READ = "memory:read"
 WRITE = "memory:write"
 
@@ -34,9 +37,49 @@ class Access(models.TextChoices):
     ALL = f"{READ} {WRITE}", _("Recall, remember and forget")
 
 
+class State(models.TextChoices):
+    """Where a connection stands, from its own row and its tokens (``ConnectionQuerySet.with_state``)."""
+
+    ACTIVE = "active", _("active")
+    WAITING = "waiting", _("approved, waiting for the client")
+    NEVER_CONNECTED = "never_connected", _("never connected: the client did not use its code in time")
+    EXPIRED = "expired", _("expired: the client did not renew its token in time")
+    REVOKED = "revoked", _("revoked")
+
+
+def refresh_token_expiry() -> timedelta:
+    """How long a refresh token lasts unused (``OAUTH_REFRESH_TOKEN_DAYS``): each use replaces it by a new one."""
+    return timedelta(seconds=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS)
+
+
 class ConnectionQuerySet(models.QuerySet):
     def active(self):
         return self.filter(revoked_at__isnull=True)
+
+    def with_state(self):
+        """Each connection with its ``state`` (a ``State``) computed in the query, from its tokens.
+
+        Active: a refresh token of its family is neither revoked nor past its lifetime. Revoked: revoked
+        here, or every token of the family was (an RFC 7009 revocation, a replayed refresh token, a reused
+        code). Expired: its last refresh token outlived its lifetime unused, or is gone."""
+        tokens = get_refresh_token_model().objects.filter(token_family=OuterRef("token_family"))
+        unrevoked = tokens.filter(revoked__isnull=True)
+        fresh = unrevoked.filter(created__gt=timezone.now() - refresh_token_expiry())
+        waiting = Q(grant__isnull=False, grant__expires__gt=timezone.now())
+        return self.annotate(
+            state=Case(
+                When(revoked_at__isnull=False, then=Value(State.REVOKED)),
+                When(
+                    token_family__isnull=True,
+                    then=Case(When(waiting, then=Value(State.WAITING)), default=Value(State.NEVER_CONNECTED)),
+                ),
+                When(Exists(fresh), then=Value(State.ACTIVE)),
+                When(Exists(unrevoked), then=Value(State.EXPIRED)),
+                When(Exists(tokens), then=Value(State.REVOKED)),
+                default=Value(State.EXPIRED),
+                output_field=models.CharField(),
+            )
+        )
 
 
 class Connection(models.Model):
@@ -78,6 +121,7 @@ class Connection(models.Model):
     code_checksum = models.CharField(max_length=64, blank=True, default="", db_index=True, editable=False)
     created_at = models.DateTimeField(_("approved at"), auto_now_add=True)
     revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True, editable=False)
 
     objects = ConnectionQuerySet.as_manager()
 
@@ -90,15 +134,33 @@ class Connection(models.Model):
         return f"{self.application.name} → {self.room.name}"
 
     @property
+    def source_ref(self) -> str:
+        """The ``source_ref`` of the memories remembered through this connection (``connection:<id>``)."""
+        return f"{SOURCE_KIND}:{self.pk}"
+
+    @property
     def scopes(self) -> frozenset[str]:
         return frozenset(self.scope.split())
 
     def revoke(self) -> None:
-        """End the connection: its refresh tokens (and with them their access tokens) are revoked."""
+        """End the connection: its refresh tokens (and with them their access tokens) are revoked, and a code
+        still waiting to be exchanged is deleted."""
         self.revoked_at = timezone.now()
         self.save(update_fields=["revoked_at"])
+        if self.grant_id is not None:
+            get_grant_model().objects.filter(pk=self.grant_id).delete()
         if self.token_family is not None:
             for refresh_token in get_refresh_token_model().objects.filter(
                 token_family=self.token_family, revoked__isnull=True
             ):
                 refresh_token.revoke()
+
+
+class Client(Application):
+    """An OAuth client (django-oauth-toolkit's application, not swapped), shown in the household admin beside its
+    connections. Its ``get_absolute_url`` (the toolkit's ``oauth2_provider:detail``) leads to that admin page."""
+
+    class Meta:
+        proxy = True
+        verbose_name = _("client")
+        verbose_name_plural = _("clients")

@@ -13,8 +13,9 @@ import functools
 import hashlib
 import json
 import posixpath
+from datetime import timedelta
 from typing import Annotated, Literal
-from urllib.parse import parse_qs, urlparse, urlsplit
+from urllib.parse import parse_qs, unquote_plus, urlparse, urlsplit
 
 from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
@@ -46,7 +47,7 @@ from oauthlib.oauth2.rfc6749.errors import (
 )
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, ValidationError
 
-from connections.models import READ, WRITE, Access, Connection, checksum
+from connections.models import READ, WRITE, Access, Connection, checksum, refresh_token_expiry
 from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
@@ -57,6 +58,7 @@ MCP_PATH = "/mcp"
 APPROVE_PERMISSIONS = ("connections.add_connection", "memories.view_memory")
 WRITE_PERMISSIONS = ("memories.add_memory", "memories.delete_memory")
 DEFAULT_PORTS = {"http": 80, "https": 443}
+LAST_USE_PRECISION = timedelta(minutes=1)  # a connection's last use is written at most once a minute
 NOT_THIS_RESOURCE = "This server issues tokens for its MCP server only: {resource}."
 
 
@@ -92,13 +94,16 @@ class MemoryValidator(OAuth2Validator):
         return allowed and super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
 
     def validate_response_type(self, client_id, response_type, client, request, *args, **kwargs):
-        """Also PKCE's method, checked with the authorization request, before the consent form: S256 only (RFC
-        9700 2.1.1). oauthlib would take ``plain``, or a challenge without a method, and the toolkit refuses
-        them only at the code exchange, after an admin approved."""
+        """Also PKCE's method and the resource, checked with the authorization request, before the consent form.
+
+        PKCE: S256 only (RFC 9700 2.1.1); oauthlib would take ``plain``, or a challenge without a method, and the
+        toolkit refuses them only at the code exchange, after an admin approved."""
         if getattr(request, "code_challenge", None) is not None and request.code_challenge_method != "S256":
             raise UnsupportedCodeChallengeMethodError(
                 description="code_challenge_method must be S256 (plain is not accepted).", request=request
             )
+        # And the resource (RFC 8707): a client asking for a token for another server is told so before the form.
+        self._refuse_other_resources(request, parse_qs(urlsplit(request.uri or "").query).get("resource"))
         return super().validate_response_type(client_id, response_type, client, request, *args, **kwargs)
 
     def is_pkce_required(self, client_id, request):
@@ -146,8 +151,10 @@ class MemoryValidator(OAuth2Validator):
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
             return False
-        family = request.refresh_token_instance.token_family
-        if not Connection.objects.active().filter(token_family=family).exists():
+        token = request.refresh_token_instance
+        if token.revoked is None and token.created <= timezone.now() - refresh_token_expiry():
+            return False  # unused for longer than a refresh token lasts (the daily clean-up deletes it)
+        if not Connection.objects.active().filter(token_family=token.token_family).exists():
             return False
         self._refuse_other_resources(request, request.refresh_token_instance.resource)
         return True
@@ -201,6 +208,10 @@ def connection_for_token(raw_token: str, resource: str) -> tuple[Connection, fro
     connection = Connection.objects.active().select_related("room", "speaker").filter(token_family__in=family).first()
     if connection is None:
         return None
+    now = timezone.now()
+    if connection.last_used_at is None or connection.last_used_at < now - LAST_USE_PRECISION:
+        Connection.objects.filter(pk=connection.pk).update(last_used_at=now)
+        connection.last_used_at = now
     return connection, frozenset(token.scope.split()) & connection.scopes
 
 
@@ -229,7 +240,7 @@ class ConsentForm(AllowForm):
         super().__init__(*args, **kwargs)
         if (requested_scopes and WRITE not in requested_scopes) or not may_write:
             self.fields["access"].choices = [(Access.RECALL, Access.RECALL.label)]
-        self.fields["access"].initial = Access.ALL if WRITE in requested_scopes else Access.RECALL
+        self.fields["access"].initial = Access.RECALL  # the narrowest first: more is the admin's choice
 
     def clean(self):
         cleaned = super().clean()
@@ -270,6 +281,13 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
             application = get_application_model().objects.filter(client_id=self.request.POST.get("client_id")).first()
         context.update(
             application=application,
+            self_registered=application is not None
+            and application.registration_source != application.RegistrationSource.MANUAL,
+            active_connections=(
+                Connection.objects.active().filter(application=application).select_related("room", "speaker")
+                if application is not None
+                else []
+            ),
             redirect_host=urlparse(context.get("redirect_uri") or self.request.POST.get("redirect_uri", "")).netloc,
             title=_("Connect an assistant"),
             site_header=_("Household memory"),
@@ -286,6 +304,11 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
             response = super().form_valid(form)
             code = parse_qs(urlparse(getattr(self, "success_url", "") or "").query).get("code")
             if code:
+                # The same client for the same room and speaker again: the new approval replaces the earlier.
+                for earlier in Connection.objects.active().filter(
+                    application=application, room=form.cleaned_data["room"], speaker=form.cleaned_data["speaker"]
+                ):
+                    earlier.revoke()
                 Connection.objects.create(
                     application=application,
                     approved_by=self.request.user,
@@ -420,14 +443,16 @@ ERROR_DESCRIPTIONS = {
 
 
 def _basic_credentials(request) -> str:
-    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64)."""
+    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64), also
+    form-decoded as RFC 6749 2.3.1 has them (``%00`` is a NUL there too)."""
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "basic":
         return ""
     try:
-        return base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
+        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
     except (ValueError, binascii.Error):
         return ""
+    return f"{decoded} {unquote_plus(decoded)}"
 
 
 def oauth_endpoint(view):

@@ -1,7 +1,7 @@
 """Where a memory came from, in the memory admin: its conversation or event as a link, the people, the room, when.
 
 In the wiring layer because it reads two apps: a memory's ``source_ref`` (memories) names a
-conversation or an event (transcripts). Shows only what the admin may open anyway; a source whose
+conversation or an event (transcripts), or the OAuth connection it was remembered through (connections). Shows only what the admin may open anyway; a source whose
 row is gone (retention) says so.
 """
 
@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from connections.models import SOURCE_KIND, Connection
 from memories.admin.base import actor_name, when
 from memories.models import AuditAction, AuditEvent, Source
 from transcripts.models import Conversation, Event
@@ -57,13 +58,33 @@ def event_trail(pk: int) -> str:
     )
 
 
+def connection_trail(pk: int) -> str:
+    connection = Connection.objects.select_related("application", "room", "speaker").filter(pk=pk).first()
+    if connection is None:
+        return _("Connection #%(id)s (deleted)") % {"id": pk}
+    url = reverse("admin:connections_connection_change", args=[pk])
+    return format_html(
+        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
+        url,
+        _("Connection #%(id)s: %(client)s") % {"id": pk, "client": connection.application.name or "-"},
+        _("who spoke"),
+        connection.speaker.name if connection.speaker else _("unknown speaker"),
+        _("room"),
+        connection.room,
+        _("approved"),
+        when(connection.created_at),
+    )
+
+
 def source_trail(source_ref: str) -> str:
-    """A memory's source_ref in words, with a link to its conversation or event."""
+    """A memory's source_ref in words, with a link to its conversation, event or connection."""
     kind, _sep, ref = source_ref.partition(":")
     if kind == "conversation" and ref.isdigit():
         return conversation_trail(int(ref))
     if kind == "event" and ref.isdigit():
         return event_trail(int(ref))
+    if kind == SOURCE_KIND and ref.isdigit():
+        return connection_trail(int(ref))
     if not source_ref:
         return "-"
     return actor_name(source_ref)

@@ -283,7 +283,8 @@ def remember(
             language=language,
             scope=scope,
             kind=kind,
-            source_ref="mcp",
+            # Through an OAuth connection: that connection, so that what a client wrote can be found.
+            source_ref=caller.connection.source_ref if caller.connection is not None else "mcp",
         )
         return _answer(RememberOut, remembered(result))
 

@@ -23,6 +23,13 @@ oauth_patterns = [
         oauth_endpoint(RegistrationManagementView.as_view()),
         name="dcr-register-management",
     ),
+    # django-oauth-toolkit's own client pages are not served: a client's address (its get_absolute_url, where the
+    # admin's "View on site" leads) is its page in the household admin.
+    path(
+        "oauth/clients/<int:object_id>/",
+        RedirectView.as_view(pattern_name="admin:connections_client_change"),
+        name="detail",
+    ),
     path(
         ".well-known/oauth-authorization-server",
         oauth_views.OAuthServerMetadataView.as_view(),

@@ -233,6 +233,29 @@ def test_a_code_is_exchanged_once_and_its_reuse_revokes_every_token_issued_from_
     assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
 
+def test_a_second_exchange_of_a_code_at_the_same_moment_starts_no_family_and_revokes_the_first(admin, client_app):
+    """Two exchanges that both passed validation before either deleted the code: the second one's tokens belong
+    to no connection, and when it finds the code gone it revokes what the first was issued."""
+    from oauthlib.common import Request
+    from oauthlib.oauth2.rfc6749.errors import InvalidGrantError
+
+    from connections.oauth import MemoryValidator
+
+    client_id, secret = client_app
+    code = approve(admin, client_id, room=RoomFactory())["code"]
+    first = exchange(admin, client_id, secret, code).json()
+    connection = Connection.objects.get()
+    request = Request("/oauth/token/")
+    request.client = get_application_model().objects.get()
+    request.memory_connection, request.user = connection, connection.approved_by
+    second_family = MemoryValidator()._create_refresh_token(request, "second-refresh", None, None).token_family
+    assert Connection.objects.get().token_family not in (None, second_family)  # the first exchange's family
+    with pytest.raises(InvalidGrantError):
+        MemoryValidator().invalidate_authorization_code(client_id, code, request)
+    assert Connection.objects.get().revoked_at is not None
+    assert connection_for_token(first["access_token"], MCP) is None
+
+
 def test_an_unknown_or_expired_code_revokes_nothing(admin, client_app):
     client_id, secret = client_app
     tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=RoomFactory())["code"]).json()
@@ -299,7 +322,7 @@ def test_the_admin_lists_connections_and_revokes_them(admin, client_app):
     room = RoomFactory(name="Kitchen")
     tokens = exchange(admin, client_id, secret, approve(admin, client_id, room=room)["code"]).json()
     listed = admin.get("/admin/connections/connection/").content.decode()
-    assert "Home Assistant" in listed and "Kitchen" in listed and "connected" in listed
+    assert "Home Assistant" in listed and "Kitchen" in listed and "active" in listed
     connection = Connection.objects.get()
     response = admin.post(
         "/admin/connections/connection/", {"action": "revoke", "_selected_action": [connection.pk]}, follow=True
@@ -368,8 +391,8 @@ def test_a_consent_form_with_a_changed_redirect_uri_is_refused(admin, client_app
 
 def test_the_admin_shows_the_clients_and_the_connections(admin):
     for url in (
-        "/admin/oauth2_provider/application/",
-        "/admin/oauth2_provider/application/add/",  # where a client is registered by hand
+        "/admin/connections/client/",
+        "/admin/connections/client/add/",  # where a client is registered by hand
         "/admin/connections/connection/",
     ):
         assert admin.get(url).status_code == 200, url
@@ -396,22 +419,29 @@ def test_a_token_is_bound_at_issue_to_this_mcp_server(admin, client_app):
     assert {tuple(t.resource) for t in get_access_token_model().objects.all()} == {(MCP,)}
 
 
-@pytest.mark.parametrize("where", ["authorize", "token"])
-def test_a_code_for_another_resource_gets_no_token(admin, client_app, where):
+def test_a_client_asking_for_another_resource_is_refused_before_the_consent_form(admin, client_app):
+    query = authorize_query(client_app[0], REDIRECT, challenge=None, resource="https://other-server.example/mcp")
+    response = admin.get(f"/oauth/authorize/?{query}")
+    assert response.status_code == 302, response.content[:300]
+    answer = code_from(response["Location"])
+    assert answer["error"] == "invalid_target" and MCP in answer["error_description"] and answer["state"] == "st-1"
+    ours = admin.get(f"/oauth/authorize/?{authorize_query(client_app[0], REDIRECT, challenge=None, resource=MCP)}")
+    assert ours.status_code == 200  # this server's MCP resource: the consent form
+
+
+def test_a_code_for_another_resource_gets_no_token(admin, client_app):
+    """Refused at each step: the consent form posted with another resource gives no code, an exchange naming
+    another resource no token."""
     client_id, secret = client_app
     other = "https://other-server.example/mcp"
-    query = authorize_query(
-        client_id, REDIRECT, challenge=None, scope=READ, **({"resource": other} if where == "authorize" else {})
-    )
-    admin.get(f"/oauth/authorize/?{query}")
+    admin.get(f"/oauth/authorize/?{authorize_query(client_id, REDIRECT, challenge=None, scope=READ)}")
     data = {"client_id": client_id, "redirect_uri": REDIRECT, "response_type": "code", "state": "st-1", "scope": READ}
     data |= {"room": RoomFactory().pk, "model_location": "local", "access": Access.RECALL, "allow": "Allow"}
-    if where == "authorize":
-        data["resource"] = other
+    posted = code_from(admin.post("/oauth/authorize/", {**data, "resource": other})["Location"])
+    assert posted.get("error") == "invalid_target" and "code" not in posted, posted
     code = code_from(admin.post("/oauth/authorize/", data)["Location"])["code"]
     body = {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT, "client_id": client_id}
-    body |= {"client_secret": secret, **({"resource": other} if where == "token" else {})}
-    response = admin.post("/oauth/token/", body)
+    response = admin.post("/oauth/token/", {**body, "client_secret": secret, "resource": other})
     assert response.status_code == 400 and response.json()["error"] == "invalid_target", response.content
     assert MCP in response.json()["error_description"]
     assert not get_access_token_model().objects.exists()

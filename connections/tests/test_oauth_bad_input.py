@@ -101,7 +101,16 @@ def basic(user: str, password: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "authorization", [basic("a\x00", "b"), basic("a", "b\x00"), "Basic !!not base64", basic("nope", "x")]
+    "authorization",
+    [
+        basic("a\x00", "b"),
+        basic("a", "b\x00"),
+        basic("a%00", "b"),  # form-encoded, as RFC 6749 2.3.1 has client credentials
+        "Basic " + base64.b64encode(b"\xff\xfe:\xfd").decode(),
+        "Basic ",
+        "Basic !!not base64",
+        basic("nope", "x"),
+    ],
 )
 def test_client_credentials_in_the_authorization_header_are_refused_in_json(client, authorization):
     body = {"grant_type": "authorization_code", "code": "x", "redirect_uri": "https://a.example/cb"}

@@ -144,9 +144,11 @@ def test_the_sdk_client_signs_in_is_bound_to_the_room_refreshes_and_is_revoked(m
     assert "The spare key is in the blue tin in the kitchen." in contents  # the approved room's memory
     assert "bedroom" not in contents and "4711" not in contents  # not another room's, not a private one
     assert not remembered.is_error, remembered.content
-    assert Memory.objects.get(pk=json.loads(remembered.content[0].text)["id"]).room_id == kitchen.pk
-
+    memory = Memory.objects.get(pk=json.loads(remembered.content[0].text)["id"])
     connection = Connection.objects.get()
+    assert memory.room_id == kitchen.pk
+    assert memory.source_ref == f"connection:{connection.pk}"  # what a client wrote can be found by its connection
+    assert connection.last_used_at is not None
     assert (connection.room, connection.speaker, connection.model_location) == (kitchen, None, "local")
     assert connection.application.client_type == "public"  # registered itself without a secret: PKCE was required
     first_token = storage.tokens.access_token

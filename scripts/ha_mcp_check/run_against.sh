@@ -73,4 +73,5 @@ HA_MCP_URL="http://127.0.0.1:$PORT/mcp" HA_MCP_CLIENT_ID="$CLIENT_ID" HA_MCP_CLI
   HA_MCP_ADMIN_USER=admin HA_MCP_ADMIN_PASSWORD="$PASSWORD" HA_MCP_ROOM="${HA_MCP_ROOM:-Kitchen}" \
   HA_MCP_QUERY="${HA_MCP_QUERY:-Where is the spare key?}" HA_MCP_EXPECT="blue tin" HA_MCP_REJECT="garage" \
   HA_MCP_REVOKE_ADMIN="${HA_MCP_REVOKE_ADMIN-/admin/connections/connection/}" \
+  HA_MCP_CONSENT="${HA_MCP_CONSENT-${HA_MCP_REMEMBER:+access=memory:read memory:write}}" \
   "$HA_PYTHON" -m pytest -s -p no:cacheprovider test_ha_flow.py
