@@ -6,9 +6,10 @@ its Host and bearer-token middleware) with the full ``path`` and ``root_path="/m
 startup to shutdown (it needs a running task group), and at startup each worker loads the embedder
 so that the first recall is not slowed by it; Django has no lifespan.
 
-Overload: at most WEB_WORKER_CONNECTIONS requests at once per worker, then a JSON 503 with Retry-After
-(``justai_memory.edge.ConcurrencyLimit``, inside the access log so that its 503s are logged). A request
-counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place).
+Admission (``justai_memory.edge.Admission``, inside the access log so that its 503s are logged): a request
+counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
+DATABASE_POOL_MAX_SIZE requests run at once per worker, one per pooled connection; the others wait for their
+turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS at once; past either a JSON 503 "busy".
 
 Access log: one line per request with method, path (never the query string: admin searches and
 recall previews carry memory text there), status and duration; uvicorn's own access log is off.
@@ -42,13 +43,15 @@ from starlette.middleware import Middleware  # noqa: E402
 from starlette.routing import Mount, get_route_path  # noqa: E402
 
 from justai_memory import mcp_server  # noqa: E402 (needs Django set up)
-from justai_memory.edge import ConcurrencyLimit  # noqa: E402
+from justai_memory.edge import Admission  # noqa: E402
 
 access_log = logging.getLogger("justai_memory.access")
 logger = logging.getLogger(__name__)
 
-concurrency_limit = ConcurrencyLimit(
-    settings.WEB_WORKER_CONNECTIONS,
+admission = Admission(
+    running=settings.DATABASE_POOL_MAX_SIZE,
+    limit=settings.WEB_WORKER_CONNECTIONS,
+    wait=settings.WEB_QUEUE_TIMEOUT,
     read_timeout=settings.WEB_READ_TIMEOUT,
     max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
 )
@@ -98,9 +101,9 @@ class AccessLog:
 
 
 class Limited:
-    """ASGI middleware: HTTP requests pass ``limit`` (a ``ConcurrencyLimit``), a JSON 503 above it."""
+    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy"."""
 
-    def __init__(self, app, limit: ConcurrencyLimit):
+    def __init__(self, app, limit: Admission):
         self.app, self.limit = app, limit
 
     async def __call__(self, scope, receive, send) -> None:
@@ -133,6 +136,6 @@ async def lifespan(_app):
 
 application = Starlette(
     routes=[PrefixMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
-    middleware=[Middleware(AccessLog), Middleware(Limited, limit=concurrency_limit)],
+    middleware=[Middleware(AccessLog), Middleware(Limited, limit=admission)],
     lifespan=lifespan,
 )

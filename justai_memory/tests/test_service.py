@@ -275,6 +275,27 @@ def test_web_workers_borrow_connections_from_their_pool(service):
     assert peak[0] <= pools + Q_WORKERS + 4 + 2, f"peak {peak[0]} connections"
 
 
+def test_100_clients_at_once_below_the_documented_capacity_see_no_error(service):
+    """docs/serving.md: each worker admits WEB_WORKER_CONNECTIONS (128) requests at once, running DATABASE_POOL_MAX_SIZE
+    of them and queueing the rest, so 100 clients, however the kernel spreads them over the workers, get answers."""
+    recall = {"query": "Wo ist der Schluessel?", "room_id": service.room_id, "limit": 5, "model_location": "local"}
+    start = threading.Barrier(100)
+
+    def client(_):
+        with httpx.Client(headers=service_auth(), timeout=60) as http:
+            start.wait(30)
+            return [http.post(service.url("/internal/v1/recall"), json=recall) for _ in range(3)]
+
+    log_before = service.log.stat().st_size
+    with ThreadPoolExecutor(100) as pool:
+        answers = [r for rs in pool.map(client, range(100)) for r in rs]
+    assert [r.status_code for r in answers] == [200] * 300, {(r.status_code, r.text[:200]) for r in answers}
+    with service.log.open("rb") as log:
+        log.seek(log_before)
+        written = log.read().decode(errors="replace")
+    assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
+
+
 def service_auth() -> dict:
     return {"Authorization": f"Bearer {TOKEN}"}
 
