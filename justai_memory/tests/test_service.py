@@ -296,6 +296,30 @@ def test_100_clients_at_once_below_the_documented_capacity_see_no_error(service)
     assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
 
 
+def test_a_second_run_on_the_same_data_exits_at_once_naming_the_running_instance(service):
+    """It touches nothing of the first: no database started or stopped, no children; the first serves on."""
+    children = {child.pid for child in psutil.Process(service.pid).children()}
+    postmaster = service.postmaster_pid()
+    log_before = service.log.stat().st_size
+    second = subprocess.Popen(
+        [str(ROOT / "scripts" / "run")], cwd=ROOT, env=service.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        output, _ = second.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        second.terminate()
+        output, _ = second.communicate(timeout=30)
+        raise AssertionError(f"a second instance runs: {output.decode()[-3000:]}") from None
+    assert second.returncode == 1, output.decode()
+    message = output.decode().strip().splitlines()[-1]
+    assert message.startswith("error: another instance") and f"(pid {service.pid})" in message, output.decode()
+    assert str(service.data_dir) in message, message
+    assert service.postmaster_pid() == postmaster
+    assert {child.pid for child in psutil.Process(service.pid).children()} == children
+    assert service.health().status_code == 200
+    assert "database st" not in service.log.read_bytes()[log_before:].decode(errors="replace")
+
+
 def service_auth() -> dict:
     return {"Authorization": f"Bearer {TOKEN}"}
 
