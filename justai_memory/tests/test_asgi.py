@@ -140,3 +140,37 @@ def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_s
         assert admission.running == admission.admitted == 0 and not admission.waiting
 
     asyncio.run(run())
+
+
+@pytest.mark.django_db
+def test_a_worker_loads_what_requests_need_before_it_takes_the_first():
+    """The lifespan's warm: the language detector built and loaded, wordfreq's lists, dateparser's tables, the keyword
+    statistics; each was loaded by the first request that needed it (10-29 s for the first remember)."""
+    from memories import digests, languages
+    from memories.selectors import dates, keywords
+    from people.tests.factories import PersonFactory
+
+    PersonFactory(preferred_language="de")
+    PersonFactory(preferred_language="it")
+    for cache in (languages._detector, digests._zipf_table, dates._parser):
+        cache.cache_clear()
+    keywords.forget_statistics()
+    took = asgi.warm()
+    assert set(took) == {"embedder", "language detector", "word frequencies", "dates", "keyword statistics"}
+    assert [info.currsize for info in (languages._detector.cache_info(), digests._zipf_table.cache_info())] == [1, 1]
+    assert languages._detector(frozenset({"de", "it"}), "high") is not None
+    assert dates._parser.cache_info().currsize >= 1
+    assert keywords._statistics
+
+
+def test_a_path_with_a_line_feed_is_the_api_s_json_404():
+    """Mount("/")'s pattern stops at a line feed: Starlette answered its own text/plain 404."""
+
+    async def run():
+        transport = httpx.ASGITransport(app=asgi.application, client=("127.0.0.9", 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return [await client.get(path) for path in ("/internal/v1/x%0A", "/internal/v1/health%0Ax")]
+
+    for response in asyncio.run(run()):
+        assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+        assert response.json()["field"] is None and "No such endpoint" in response.json()["error"]
