@@ -3,6 +3,7 @@
     flock /tmp/justai-bench.lock .venv/bin/python bench/load.py                 # 4 and 16 clients, 60 s each
     flock /tmp/justai-bench.lock .venv/bin/python bench/load.py --baseline      # and the same against runserver
     .venv/bin/python bench/load.py --clients 8 --seconds 20                      # the options
+    flock /tmp/justai-bench.lock .venv/bin/python bench/load.py --first-calls   # a fresh start's first calls, memory
 
 Starts ``./scripts/run`` exactly as a deployer would (a throwaway JUSTAI_DATA_DIR, a free JUSTAI_PORT
 on 127.0.0.1, INTERNAL_API_TOKENS and JUSTAI_ADMIN_PASSWORD set), creates rooms and people with one
@@ -18,6 +19,11 @@ view calls) in a loop for the same questions, without HTTP; served recall throug
 a share of it. ``--baseline`` repeats the run against the old dev server (``manage.py runserver
 --noreload --insecure`` with the cluster beside it, as the run command served before), started here.
 Clients share the machine's cores with the server: the figures include their cost.
+
+``--first-calls``: a fresh start (the default embedder), then 10 rounds of remember, recall and forget
+(find_to_forget and its confirmation, of the memory just stored), one at a time, each on a new
+connection, so that either worker may get any; prints each call's time, the first against the tenth
+and the median, and the memory (USS) of each process of the tree after the start and after the calls.
 """
 
 import argparse
@@ -611,6 +617,93 @@ def in_process_recall(service: Service, household: dict, *, seconds: float) -> f
     return rate
 
 
+def tree_memory(service: Service) -> dict[str, float]:
+    """MB of unique memory (USS) per kind of process of the service's tree: web workers, the rest, PostgreSQL."""
+    import psutil
+
+    supervisor = psutil.Process(service.process.pid)
+    kinds: dict[str, float] = defaultdict(float)
+    processes = supervisor.children(recursive=True)
+    pid_file = service.scratch / "data" / "postgres" / "postmaster.pid"
+    if pid_file.exists():
+        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+        processes += [postmaster, *postmaster.children(recursive=True)]
+    for process in [supervisor, *processes]:
+        try:
+            cmdline = " ".join(process.cmdline())
+            uss = process.memory_full_info().uss / 2**20
+        except psutil.Error:
+            continue
+        if "postgres" in process.name() or "postgres" in cmdline.split(" ", 1)[0]:
+            kind = "postgresql"
+        elif "gunicorn" in cmdline and process.parent() and "gunicorn" in " ".join(process.parent().cmdline()):
+            kind = f"web worker {process.pid}"
+        elif "gunicorn" in cmdline:
+            kind = "web arbiter"
+        elif "qcluster" in cmdline:
+            kind = "job cluster (all its processes)"
+        else:
+            kind = "supervisor and guard"
+        kinds[kind] += uss
+    return dict(kinds)
+
+
+def first_calls(*, rounds: int) -> None:
+    service = Service(baseline=False)
+    print(f"\n### first calls after a start: ./scripts/run on 127.0.0.1:{service.port}, data in {service.scratch}")
+    try:
+        began = time.monotonic()
+        service.start()
+        print(f"  healthy after {time.monotonic() - began:.1f} s")
+        household = printed(service.manage("shell", "-c", HOUSEHOLD_SETUP), "HOUSEHOLD")
+        idle = tree_memory(service)
+        rng = random.Random(36)
+        times: dict[str, list[float]] = {"remember": [], "recall": [], "forget": []}
+        for _ in range(rounds):
+            body = remember_body(rng, household)
+            body["scope"] = "shared"
+            body.pop("speaker_id", None)
+            began = time.monotonic()
+            status, payload = request(service.port, "POST", "/internal/v1/memories/remember", body)
+            times["remember"].append((time.monotonic() - began) * 1000)
+            assert status == 200, payload[:300]
+            began = time.monotonic()
+            status, payload = request(service.port, "POST", "/internal/v1/recall", recall_body(rng, household))
+            times["recall"].append((time.monotonic() - began) * 1000)
+            assert status == 200, payload[:300]
+            find = {"query": body["content"], "room_id": body["room_id"], "model_location": "local"}
+            began = time.monotonic()
+            status, payload = request(service.port, "POST", "/internal/v1/memories/find_to_forget", find)
+            assert status == 200, payload[:300]
+            found = json.loads(payload)
+            ids = [candidate["id"] for candidate in found["candidates"]][:1]
+            status, payload = request(
+                service.port,
+                "POST",
+                "/internal/v1/memories/forget",
+                {"token": found["token"], "confirm": True, "memory_ids": ids},
+            )
+            times["forget"].append((time.monotonic() - began) * 1000)
+            assert status == 200, payload[:300]
+        after = tree_memory(service)
+    finally:
+        took = service.stop()
+        print(f"  stopped by SIGTERM in {took:.1f} s" if took is not None else "  had to be killed (SIGKILL)")
+        service.cleanup()
+    print("\n| call | 1st ms | 2nd ms | 10th ms | median ms | max ms | 1st / 10th |")
+    print("|---|---|---|---|---|---|---|")
+    for name, values in times.items():
+        print(
+            f"| {name} | {values[0]:.0f} | {values[1]:.0f} | {values[-1]:.0f} | {percentile(values, 50):.0f} | "
+            f"{max(values):.0f} | {values[0] / values[-1]:.1f} |"
+        )
+    print("\n| process | USS MB after the start | after the calls |")
+    print("|---|---|---|")
+    for kind in sorted(set(idle) | set(after)):
+        print(f"| {kind} | {idle.get(kind, 0):.0f} | {after.get(kind, 0):.0f} |")
+    print(f"| whole tree | {sum(idle.values()):.0f} | {sum(after.values()):.0f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[4, 16], help="client counts to run (default 4 16)")
@@ -620,7 +713,13 @@ def main() -> None:
     parser.add_argument(
         "--fresh-connections", action="store_true", help="a new TCP connection per request instead of keep-alive"
     )
+    parser.add_argument(
+        "--first-calls", action="store_true", help="a fresh start's first remember/recall/forget and memory, then stop"
+    )
     args = parser.parse_args()
+    if args.first_calls:
+        first_calls(rounds=10)
+        return
     if not 1 <= max(args.clients) <= 64 or not 1 <= args.seconds <= 600:
         parser.error("clients 1..64, seconds 1..600")
     connections = "a new connection per request" if args.fresh_connections else "keep-alive connections"

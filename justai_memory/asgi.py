@@ -3,12 +3,14 @@
 Routes: ``/mcp`` and everything under it go to the MCP server (``justai_memory.mcp_server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
 ``Mount``); everything else goes to Django. Lifespan: the MCP SDK's session manager runs from
-startup to shutdown (it needs a running task group), and at startup each worker loads the embedder
-so that the first recall is not slowed by it; Django has no lifespan.
+startup to shutdown (it needs a running task group), and at startup each worker loads everything a
+request may need (``warm``: embedders, language detector, word frequencies, dateparser's tables,
+keyword statistics) before uvicorn takes its first request; Django has no lifespan.
 
-Overload: at most WEB_WORKER_CONNECTIONS requests at once per worker, then a JSON 503 with Retry-After
-(``justai_memory.edge.ConcurrencyLimit``, inside the access log so that its 503s are logged). A request
-counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place).
+Admission (``justai_memory.edge.Admission``, inside the access log so that its 503s are logged): a request
+counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
+DATABASE_POOL_MAX_SIZE requests run at once per worker, one per pooled connection; the others wait for their
+turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS at once; past either a JSON 503 "busy".
 
 Access log: one line per request with method, path (never the query string: admin searches and
 recall previews carry memory text there), status and duration; uvicorn's own access log is off.
@@ -42,13 +44,15 @@ from starlette.middleware import Middleware  # noqa: E402
 from starlette.routing import Mount, get_route_path  # noqa: E402
 
 from justai_memory import mcp_server  # noqa: E402 (needs Django set up)
-from justai_memory.edge import ConcurrencyLimit  # noqa: E402
+from justai_memory.edge import Admission  # noqa: E402
 
 access_log = logging.getLogger("justai_memory.access")
 logger = logging.getLogger(__name__)
 
-concurrency_limit = ConcurrencyLimit(
-    settings.WEB_WORKER_CONNECTIONS,
+admission = Admission(
+    running=settings.DATABASE_POOL_MAX_SIZE,
+    limit=settings.WEB_WORKER_CONNECTIONS,
+    wait=settings.WEB_QUEUE_TIMEOUT,
     read_timeout=settings.WEB_READ_TIMEOUT,
     max_body=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
 )
@@ -98,9 +102,9 @@ class AccessLog:
 
 
 class Limited:
-    """ASGI middleware: HTTP requests pass ``limit`` (a ``ConcurrencyLimit``), a JSON 503 above it."""
+    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy"."""
 
-    def __init__(self, app, limit: ConcurrencyLimit):
+    def __init__(self, app, limit: Admission):
         self.app, self.limit = app, limit
 
     async def __call__(self, scope, receive, send) -> None:
@@ -110,29 +114,89 @@ class Limited:
         await self.limit.serve(self.app, scope, receive, send)
 
 
-def _embedder_warm() -> None:
-    from django.db import connections
+WARM_SENTENCE = "Der Schlüssel für das Gartentor liegt seit letzter Woche unter der Matte im Flur."
+WARM_QUESTION = "Was war letzte Woche im Mai?"
 
+
+def _warm_embedders() -> None:
     from memories.services.embeddings import active_embedder
 
+    embedder = active_embedder()  # checked against the stored vectors (one query)
+    embedder.embed_query(WARM_QUESTION)
+    embedder.blocks().embed_documents([WARM_SENTENCE])  # the one forget blocks are made and checked with
+
+
+def _warm_language_detector() -> None:
+    from memories.languages import detection_languages, language_detect
+
+    language_detect(WARM_SENTENCE, languages=detection_languages())  # builds it, loads its Latin-script models
+
+
+def _warm_word_frequencies() -> None:
+    from memories.digests import content_words
+
+    content_words(WARM_SENTENCE)  # wordfreq's lists of the household languages (forget blocks, digests)
+
+
+def _warm_dates() -> None:
+    from memories.languages import household_languages
+    from memories.selectors.dates import question_dates
+
+    question_dates(query=WARM_QUESTION, languages=sorted(household_languages()) or ["en"])  # dateparser's tables
+
+
+def _warm_keyword_statistics() -> None:
+    from memories.selectors.keywords import keyword_statistics
+
+    keyword_statistics()
+
+
+WARM_STEPS = {
+    "embedder": _warm_embedders,
+    "language detector": _warm_language_detector,
+    "word frequencies": _warm_word_frequencies,
+    "dates": _warm_dates,
+    "keyword statistics": _warm_keyword_statistics,
+}
+
+
+def warm() -> dict[str, float]:
+    """Load everything a request may need, before this worker takes requests; the seconds each step took.
+
+    Each loads on first use otherwise, which the first remember, recall or forget of each worker paid
+    (10-29 s: the language detector alone 3-15 s). A step that fails is logged and reported by the health
+    check; the worker still serves.
+    """
+    from django.db import connections
+
+    took = {}
     try:
-        active_embedder().blocks()  # and the one its forget blocks are checked with (Embedder.block_embedder)
-    except Exception as exc:  # reported by the health check; the worker still serves
-        logger.warning("embedder not loaded at start: %s", exc)
+        for name, step in WARM_STEPS.items():
+            began = time.monotonic()
+            try:
+                step()
+            except Exception as exc:
+                logger.warning("%s not loaded at start: %s", name, exc)
+            took[name] = time.monotonic() - began
     finally:
         connections.close_all()
+    logger.info("loaded before serving: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items()))
+    return took
 
 
 @contextlib.asynccontextmanager
 async def lifespan(_app):
-    """The MCP SDK's session manager from startup to shutdown; the embedder loaded before the first request."""
+    """The MCP SDK's session manager from startup to shutdown; what requests need loaded before the first (``warm``)."""
     async with mcp_server.session_manager.run():
-        await asyncio.to_thread(_embedder_warm)
+        await asyncio.to_thread(warm)
         yield
 
 
 application = Starlette(
     routes=[PrefixMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
-    middleware=[Middleware(AccessLog), Middleware(Limited, limit=concurrency_limit)],
+    middleware=[Middleware(AccessLog), Middleware(Limited, limit=admission)],
     lifespan=lifespan,
 )
+# What no route matches goes to Django too: Mount("/")'s pattern stops at a line feed ("/internal/v1/x%0A"),
+# and Starlette's own answer would be a text/plain 404 instead of the API's JSON one.
+application.router.default = django_application

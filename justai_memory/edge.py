@@ -2,19 +2,22 @@
 
 - **Host** outside ``DJANGO_ALLOWED_HOSTS``: Django refuses it (``DisallowedHost``) before any view;
   ``bad_request`` (``handler400``) answers API paths in the API's JSON contract, naming ``Host``.
-- **Slow clients**: a request's body is read whole before it counts (``ConcurrencyLimit``), within
+- **Slow clients**: a request's body is read whole before it counts (``Admission``), within
   ``WEB_READ_TIMEOUT`` s (else a JSON 408) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (else a JSON 413);
   its head has the same time (``HeadDeadline``, the uvicorn worker's protocol in gunicorn_conf.py). So a
   slow upload costs a socket and its bytes so far, never a place among the requests being served.
-- **Overload**: ``ConcurrencyLimit`` lets at most ``WEB_WORKER_CONNECTIONS`` requests into a worker
-  at once and answers the next ones at once with a JSON 503 and ``Retry-After`` (uvicorn's own
-  ``limit_concurrency`` would answer text/plain, without Retry-After). Plain ASGI, no Django.
+- **Overload**: ``Admission`` runs at most ``DATABASE_POOL_MAX_SIZE`` requests at once in a worker (one
+  per pooled connection); the others wait for their turn up to ``WEB_QUEUE_TIMEOUT`` s, at most
+  ``WEB_WORKER_CONNECTIONS`` admitted at once; past either a JSON 503 "busy" with ``Retry-After``
+  (uvicorn's own ``limit_concurrency`` would answer text/plain, without Retry-After). Plain ASGI, no Django.
+  A pool that still times out (``PoolTimeout``) is "busy" too, never "the database is unreachable".
 - **Database down**: ``DatabaseUnavailableMiddleware`` answers a view's ``OperationalError`` or
   ``InterfaceError`` with a 503 and ``Retry-After``: a short HTML page for the admin (no traceback),
   JSON for API paths (whose endpoints answer it themselves, api/errors.py).
 """
 
 import asyncio
+import collections
 import json
 
 from django.core.exceptions import DisallowedHost
@@ -23,7 +26,16 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
-from justai_memory.api.errors import RETRY_AFTER_DATABASE, UNAVAILABLE, error_response
+from justai_memory.api.errors import (
+    BUSY_WAITED,
+    RETRY_AFTER_BUSY,
+    RETRY_AFTER_DATABASE,
+    UNAVAILABLE,
+    busy_response,
+    default_pool,
+    error_response,
+    pool_exhausted,
+)
 
 # Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
 # calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
@@ -32,7 +44,6 @@ HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANG
 BAD_REQUEST = "Bad request."
 INTERNAL = "Internal error; the log has the details."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
-RETRY_AFTER_BUSY = 1  # seconds
 BODY_TOO_SLOW = "The request body did not arrive within {seconds} s."
 BODY_TOO_LARGE = "The request body is larger than {limit} bytes."
 DATABASE_PAGE = (
@@ -77,6 +88,8 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, (OperationalError, InterfaceError)):
+            if pool_exhausted(exception, default_pool()):
+                return busy_response(request)
             return database_unavailable(request)
         return None
 
@@ -96,6 +109,16 @@ async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, by
         }
     )
     await send({"type": "http.response.body", "body": data})
+
+
+async def send_busy(send, error: str) -> None:
+    """The JSON 503 "busy", with Retry-After."""
+    await send_json(
+        send,
+        503,
+        {"error": error, "field": None},
+        [(b"retry-after", str(RETRY_AFTER_BUSY).encode()), (b"connection", b"close")],
+    )
 
 
 class BodyTooLarge(Exception):
@@ -136,17 +159,25 @@ def body_replayed(body: bytes, receive):
     return replay
 
 
-class ConcurrencyLimit:
-    """At most ``limit`` HTTP requests at once in this worker process; the next get a JSON 503 with Retry-After.
+class Admission:
+    """Which HTTP requests of this worker process run, wait for their turn, or are told "busy" (a JSON 503, Retry-After).
 
-    A request counts once its body has arrived, until its answer is sent: the body is read first, within
-    ``read_timeout`` s and ``max_body`` bytes (a JSON 408 or 413 otherwise), so that slow or stalled uploads,
-    however many, hold no place. One event loop per worker: plain counters are enough.
+    - A request counts once its body has arrived: the body is read first, within ``read_timeout`` s and
+      ``max_body`` bytes (a JSON 408 or 413 otherwise), so slow or stalled uploads, however many, hold no place.
+    - At most ``running`` requests run at once: one per connection of the worker's database pool (a request
+      runs Django's code on a thread of its own and holds one connection), so none waits for the pool.
+    - The others wait for their turn, first come first served, at most ``wait`` s; then "busy". At most
+      ``limit`` requests are admitted at once, running or waiting; the next is told "busy" at once.
+
+    One event loop per worker: plain counters and futures, no locks.
     """
 
-    def __init__(self, limit: int, *, read_timeout: float = 10.0, max_body: int = 2_621_440):
-        self.limit, self.read_timeout, self.max_body = limit, read_timeout, max_body
-        self.active = 0
+    def __init__(self, *, running: int, limit: int, wait: float, read_timeout: float = 10.0, max_body: int = 2_621_440):
+        self.running_max, self.limit, self.wait = max(1, min(running, limit)), limit, wait
+        self.read_timeout, self.max_body = read_timeout, max_body
+        self.admitted = 0  # running or waiting
+        self.running = 0
+        self.waiting: collections.deque[asyncio.Future] = collections.deque()
 
     async def serve(self, app, scope, receive, send) -> None:
         try:
@@ -162,16 +193,47 @@ class ConcurrencyLimit:
             return
         except ClientGone:
             return
-        if self.active >= self.limit:
-            await send_json(
-                send,
-                503,
-                {"error": BUSY.format(limit=self.limit), "field": None},
-                [(b"retry-after", str(RETRY_AFTER_BUSY).encode()), (b"connection", b"close")],
-            )
+        if self.admitted >= self.limit:
+            await send_busy(send, BUSY.format(limit=self.limit))
             return
-        self.active += 1
+        self.admitted += 1
         try:
-            await app(scope, body_replayed(body, receive), send)
+            if not await self._turn():
+                await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
+                return
+            try:
+                await app(scope, body_replayed(body, receive), send)
+            finally:
+                self._release()
         finally:
-            self.active -= 1
+            self.admitted -= 1
+
+    async def _turn(self) -> bool:
+        """Whether this request may run: at once, or once one that runs hands over its place within ``wait`` s."""
+        if self.running < self.running_max and not self.waiting:
+            self.running += 1
+            return True
+        turn = asyncio.get_running_loop().create_future()
+        self.waiting.append(turn)
+        try:
+            async with asyncio.timeout(self.wait):
+                await turn
+            return True
+        except TimeoutError:
+            return turn.done() and not turn.cancelled()  # handed its place just as the wait ended: it runs
+        except BaseException:  # the request was cancelled (the server stops): a place handed to it goes on
+            if turn.done() and not turn.cancelled():
+                self._release()
+            raise
+        finally:
+            if turn in self.waiting:
+                self.waiting.remove(turn)
+
+    def _release(self) -> None:
+        """A request ended: its place goes to the first that still waits, else it is free."""
+        while self.waiting:
+            turn = self.waiting.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self.running -= 1

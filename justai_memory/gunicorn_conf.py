@@ -25,7 +25,7 @@ class HeadDeadline(H11Protocol):
 
     A connection that has not sent a whole head within WEB_READ_TIMEOUT s of connecting, or of its
     previous answer, is closed: uvicorn itself waits for a head forever (its keep-alive timer runs only
-    between requests, and stops at the first byte). The body's deadline is the edge's (edge.ConcurrencyLimit).
+    between requests, and stops at the first byte). The body's deadline is the edge's (edge.Admission).
     """
 
     head_timer = None

@@ -326,7 +326,11 @@ JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
 # than cores only add context switches (bench/load.py at 16 clients on 2 cores: 3 workers 89 req/s,
 # recall p95 263 ms; 2 workers 102 req/s, 217 ms).
 WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
-WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=64)  # requests at once per worker; more: JSON 503
+# Admission (justai_memory/edge.py): a worker runs at most DATABASE_POOL_MAX_SIZE requests at once (one per pooled
+# connection); the others wait for their turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS admitted
+# at once (running or waiting); past either, a JSON 503 "busy" with Retry-After. A waiting request costs a coroutine.
+WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=128)
+WEB_QUEUE_TIMEOUT = env.float("WEB_QUEUE_TIMEOUT", default=5.0)
 # Seconds a client has to send a request's head (from connecting, or from its previous answer), and again its
 # body; then the connection is closed (head) or answered 408 (body). A slow upload never holds a place.
 WEB_READ_TIMEOUT = env.float("WEB_READ_TIMEOUT", default=10.0)

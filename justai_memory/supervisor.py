@@ -13,6 +13,10 @@ counts once. The budget is a rate: when one needs more than RESTART_LIMIT restar
 RESTART_WINDOW seconds, the supervisor stops everything and exits 1, so that systemd or docker
 (restart policies in deploy/) can take over.
 
+One instance per data folder: before anything starts, the supervisor takes an flock on
+$JUSTAI_DATA_DIR/run.lock (which names its pid); a second one on the same folder exits 1 at once with
+one line naming the first. The kernel drops the lock with the process, however it ends.
+
 Signals: SIGTERM, SIGINT and SIGHUP (handlers installed explicitly, so ``./scripts/run &``, where
 bash ignores SIGINT, and PID 1 in a container, where unhandled signals are ignored, behave the
 same) stop web and cluster (SIGTERM, then SIGKILL of their process group after STOP_TIMEOUT s),
@@ -26,6 +30,7 @@ that pg_ctl and pgserver would take for a running server.
 """
 
 import ctypes
+import fcntl
 import logging
 import os
 import signal
@@ -48,6 +53,35 @@ logger = logging.getLogger("justai_memory.supervisor")
 
 class GiveUp(Exception):
     """A child keeps failing: stop everything and exit non-zero."""
+
+
+LOCK_FILE = "run.lock"
+
+
+class AlreadyRunning(Exception):
+    """Another instance holds the data folder's lock."""
+
+
+def instance_lock(data_dir: Path) -> int:
+    """Hold the lock of ``data_dir`` (flock on its run.lock, which names our pid) for as long as this process lives.
+
+    The kernel drops the lock with the process however it ends (kill -9 included), so a stale file never
+    blocks a start; the descriptor is not inherited by the children. AlreadyRunning names the holder's pid.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise AlreadyRunning(
+            f"another instance (pid {holder}) is running on the data folder {data_dir} (its lock: "
+            f"{data_dir / LOCK_FILE}); stop it first, or set JUSTAI_DATA_DIR to another folder"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
@@ -380,6 +414,11 @@ class Supervisor:
             database = settings.DATABASES["default"]
             stop_timeout, host, port = settings.STOP_TIMEOUT, settings.JUSTAI_HOST, settings.JUSTAI_PORT
         except ImproperlyConfigured as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        try:  # before anything starts: a second instance on the same data must touch nothing of the first's
+            self.lock = instance_lock(Path(settings.DATA_DIR).expanduser().resolve())
+        except AlreadyRunning as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         env = dict(os.environ)

@@ -27,6 +27,9 @@ NOT_FOUND = "No such endpoint: see /internal/v1/openapi.json."
 METHOD_NOT_ALLOWED = "Method {method} not allowed; allowed: {allowed}."
 UNAVAILABLE = "The database is unreachable; try again shortly."
 RETRY_AFTER_DATABASE = 5  # seconds: the supervisor restarts a dead database after 1 s, then crash recovery
+BUSY_WAITED = "The server is busy: no database connection became free within {seconds} s; try again shortly."
+RETRY_AFTER_BUSY = 1  # seconds
+PROBE_SECONDS = 2  # after a pool's timeout: does the database answer a connection of its own?
 INTERNAL = "Internal error {error_id}; the log has the details under this id."
 
 # Messages for pydantic's error types; others fall back to pydantic's own message (which never holds the input).
@@ -130,7 +133,52 @@ def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
     return error_response(BODY_TOO_LARGE, field="body", status=413)
 
 
+def pool_exhausted(exc: BaseException, pool) -> bool:
+    """Whether a database error is ``pool``'s timeout while the database is up (it answers a connection of its own):
+    every pooled connection is in use, the worker is busy. A pool that cannot connect times out too: then it is down."""
+    from psycopg_pool import PoolTimeout
+
+    seen = set()
+    while exc is not None and id(exc) not in seen and not isinstance(exc, PoolTimeout):
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    if not isinstance(exc, PoolTimeout) or pool is None:
+        return False
+    import psycopg
+
+    # The pool's own figures cannot tell: a connection it is still trying to open counts as one in use. A
+    # connection of our own can (rare: admission runs no more requests than the pool holds; edge.Admission).
+    try:
+        psycopg.connect(**{**pool.kwargs, "connect_timeout": PROBE_SECONDS}).close()
+    except psycopg.Error:
+        return False
+    return True
+
+
+def default_pool():
+    """The web process's pool of the default database (None without one)."""
+    from django.db import connections
+
+    return connections["default"].pool
+
+
+def busy_response(request: HttpRequest) -> HttpResponse:
+    """The JSON 503 "busy" when no pooled connection became free in time; a WARNING, not Django's ERROR for a 503."""
+    from django.conf import settings
+
+    seconds = settings.DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("timeout", 0)
+    logger.warning(
+        "busy: no database connection became free within %g s on %s %s", seconds, request.method, request.path
+    )
+    response = error_response(BUSY_WAITED.format(seconds=f"{seconds:g}"), status=503)
+    response["Retry-After"] = str(RETRY_AFTER_BUSY)
+    response._has_been_logged = True  # django.request would log a 503 as an ERROR
+    return response
+
+
 def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if pool_exhausted(exc, default_pool()):
+        return busy_response(request)
     logger.warning("Internal API: database unreachable (%s) on %s %s", type(exc).__name__, request.method, request.path)
     response = error_response(UNAVAILABLE, status=503)
     response["Retry-After"] = str(RETRY_AFTER_DATABASE)

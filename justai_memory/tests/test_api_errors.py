@@ -1,5 +1,6 @@
 """The error contract of the internal API: every status is JSON ``{"error", "field"}``, never Django's HTML."""
 
+import json
 import logging
 import re
 
@@ -177,3 +178,51 @@ def test_a_foreign_host_is_a_json_400_naming_it_on_the_api_and_django_s_page_on_
         _contract(response, 400, "Host")
     admin = client.get("/admin/login/", HTTP_HOST="evil.example")
     assert admin.status_code == 400 and admin["Content-Type"].startswith("text/html")
+
+
+def _pool_timeout(pool):
+    """What Django raises when its pool times out: its OperationalError from psycopg_pool's PoolTimeout."""
+    from django.db import OperationalError
+    from psycopg_pool import PoolTimeout
+
+    try:
+        try:
+            pool.getconn()
+        except PoolTimeout as exc:
+            raise OperationalError(*exc.args) from exc
+    except OperationalError as exc:
+        return exc
+    raise AssertionError("the pool gave a connection")
+
+
+def test_a_pool_timeout_is_busy_while_the_database_is_up_and_unreachable_when_it_is_not():
+    """A full pool whose every connection is in use times out: busy. A pool that cannot connect times out too: down."""
+    from psycopg_pool import ConnectionPool
+
+    from justai_memory.api.errors import pool_exhausted
+
+    params = {**connection.get_connection_params(), "autocommit": True}
+    with ConnectionPool(kwargs=params, min_size=1, max_size=1, timeout=0.3) as full:
+        held = full.getconn()
+        try:
+            assert pool_exhausted(_pool_timeout(full), full)
+        finally:
+            full.putconn(held)
+    down = ConnectionPool(kwargs={**params, "port": 1}, min_size=0, max_size=1, timeout=0.3, open=True)
+    try:
+        assert not pool_exhausted(_pool_timeout(down), down)
+    finally:
+        down.close()
+
+
+def test_busy_is_a_json_503_with_retry_after_logged_as_a_warning(rf, caplog):
+    """Not the ERROR django.request writes for a 503: the response is marked logged."""
+    from justai_memory.api.errors import busy_response
+
+    with caplog.at_level(logging.WARNING):
+        response = busy_response(rf.post("/internal/v1/recall"))
+    assert response.status_code == 503 and response["Retry-After"] == "1"
+    body = json.loads(response.content)
+    assert "busy" in body["error"] and "unreachable" not in body["error"] and body["field"] is None
+    assert response._has_been_logged
+    assert [r.levelname for r in caplog.records] == ["WARNING"]

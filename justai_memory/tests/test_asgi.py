@@ -85,3 +85,92 @@ def test_importing_the_app_into_a_configured_process_leaves_its_environment_alon
     """The pool flag is for processes the module configures; in the tests it leaked into every process they
     started (a standalone job cluster got a pool through its forks: 'connection in transaction status')."""
     assert os.environ.get("DATABASE_POOL") == POOL_BEFORE
+
+
+def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_says_busy_past_its_bounds():
+    """Admission(running=1, limit=3, wait=0.5): the first runs, two wait in order, the fourth is told "busy" at once;
+    a waiting one that gets no turn within the wait is told "busy" too; a body is read before anything counts."""
+    from justai_memory.edge import Admission
+
+    async def run():
+        admission = Admission(running=1, limit=3, wait=0.5)
+        release, order, answers = asyncio.Event(), [], {}
+
+        async def app(scope, receive, send):
+            message = await receive()
+            order.append(message["body"])
+            if message["body"] == b"first":
+                await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        async def request(name: bytes):
+            sent = []
+
+            async def receive():
+                return {"type": "http.request", "body": name, "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            await admission.serve(app, {"type": "http"}, receive, send)
+            answers[name] = (sent[0]["status"], sent[-1].get("body", b""))
+
+        first = asyncio.create_task(request(b"first"))
+        await asyncio.sleep(0)
+        second, third = asyncio.create_task(request(b"second")), asyncio.create_task(request(b"third"))
+        await asyncio.sleep(0)
+        await request(b"fourth")  # 3 admitted: at once
+        assert answers[b"fourth"][0] == 503 and b"more than 3 requests at once" in answers[b"fourth"][1]
+        await asyncio.sleep(0.6)  # the wait passes for the second and the third
+        release.set()
+        await asyncio.gather(first, second, third)
+        assert order == [b"first"]
+        assert answers[b"second"][0] == answers[b"third"][0] == 503
+        assert b"no database connection became free within 0.5 s" in answers[b"second"][1]
+        # Freed: the next ones run, one after the other, in order.
+        release.clear()
+        first = asyncio.create_task(request(b"first"))
+        await asyncio.sleep(0)
+        later = [asyncio.create_task(request(name)) for name in (b"a", b"b")]
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(first, *later)
+        assert order == [b"first", b"first", b"a", b"b"]
+        assert admission.running == admission.admitted == 0 and not admission.waiting
+
+    asyncio.run(run())
+
+
+@pytest.mark.django_db
+def test_a_worker_loads_what_requests_need_before_it_takes_the_first():
+    """The lifespan's warm: the language detector built and loaded, wordfreq's lists, dateparser's tables, the keyword
+    statistics; each was loaded by the first request that needed it (10-29 s for the first remember)."""
+    from memories import digests, languages
+    from memories.selectors import dates, keywords
+    from people.tests.factories import PersonFactory
+
+    PersonFactory(preferred_language="de")
+    PersonFactory(preferred_language="it")
+    for cache in (languages._detector, digests._zipf_table, dates._parser):
+        cache.cache_clear()
+    keywords.forget_statistics()
+    took = asgi.warm()
+    assert set(took) == {"embedder", "language detector", "word frequencies", "dates", "keyword statistics"}
+    assert [info.currsize for info in (languages._detector.cache_info(), digests._zipf_table.cache_info())] == [1, 1]
+    assert languages._detector(frozenset({"de", "it"}), "high") is not None
+    assert dates._parser.cache_info().currsize >= 1
+    assert keywords._statistics
+
+
+def test_a_path_with_a_line_feed_is_the_api_s_json_404():
+    """Mount("/")'s pattern stops at a line feed: Starlette answered its own text/plain 404."""
+
+    async def run():
+        transport = httpx.ASGITransport(app=asgi.application, client=("127.0.0.9", 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return [await client.get(path) for path in ("/internal/v1/x%0A", "/internal/v1/health%0Ax")]
+
+    for response in asyncio.run(run()):
+        assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+        assert response.json()["field"] is None and "No such endpoint" in response.json()["error"]

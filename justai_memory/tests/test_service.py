@@ -275,6 +275,51 @@ def test_web_workers_borrow_connections_from_their_pool(service):
     assert peak[0] <= pools + Q_WORKERS + 4 + 2, f"peak {peak[0]} connections"
 
 
+def test_100_clients_at_once_below_the_documented_capacity_see_no_error(service):
+    """docs/serving.md: each worker admits WEB_WORKER_CONNECTIONS (128) requests at once, running DATABASE_POOL_MAX_SIZE
+    of them and queueing the rest, so 100 clients, however the kernel spreads them over the workers, get answers."""
+    recall = {"query": "Wo ist der Schluessel?", "room_id": service.room_id, "limit": 5, "model_location": "local"}
+    start = threading.Barrier(100)
+
+    def client(_):
+        with httpx.Client(headers=service_auth(), timeout=60) as http:
+            start.wait(30)
+            return [http.post(service.url("/internal/v1/recall"), json=recall) for _ in range(3)]
+
+    log_before = service.log.stat().st_size
+    with ThreadPoolExecutor(100) as pool:
+        answers = [r for rs in pool.map(client, range(100)) for r in rs]
+    assert [r.status_code for r in answers] == [200] * 300, {(r.status_code, r.text[:200]) for r in answers}
+    with service.log.open("rb") as log:
+        log.seek(log_before)
+        written = log.read().decode(errors="replace")
+    assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
+
+
+def test_a_second_run_on_the_same_data_exits_at_once_naming_the_running_instance(service):
+    """It touches nothing of the first: no database started or stopped, no children; the first serves on."""
+    children = {child.pid for child in psutil.Process(service.pid).children()}
+    postmaster = service.postmaster_pid()
+    log_before = service.log.stat().st_size
+    second = subprocess.Popen(
+        [str(ROOT / "scripts" / "run")], cwd=ROOT, env=service.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        output, _ = second.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        second.terminate()
+        output, _ = second.communicate(timeout=30)
+        raise AssertionError(f"a second instance runs: {output.decode()[-3000:]}") from None
+    assert second.returncode == 1, output.decode()
+    message = output.decode().strip().splitlines()[-1]
+    assert message.startswith("error: another instance") and f"(pid {service.pid})" in message, output.decode()
+    assert str(service.data_dir) in message, message
+    assert service.postmaster_pid() == postmaster
+    assert {child.pid for child in psutil.Process(service.pid).children()} == children
+    assert service.health().status_code == 200
+    assert "database st" not in service.log.read_bytes()[log_before:].decode(errors="replace")
+
+
 def service_auth() -> dict:
     return {"Authorization": f"Bearer {TOKEN}"}
 

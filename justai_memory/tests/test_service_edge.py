@@ -1,8 +1,8 @@
 """JSON at the edge of the running service (./scripts/run, real processes, loopback only; slow).
 
-One web worker that takes at most two requests at once: a foreign Host, overload and a stopped
-database, each answered with a status and body a client can act on, never Django's or uvicorn's
-default pages.
+One web worker that runs two requests at once (a pool of two connections) and admits three: a foreign
+Host, slow clients, overload and a stopped database, each answered with a status and body a client
+can act on, never Django's or uvicorn's default pages.
 """
 
 import json
@@ -24,7 +24,7 @@ from justai_memory.tests.test_service import ADMIN_PASSWORD, TOKEN, Service
 
 pytestmark = pytest.mark.slow
 
-LIMIT = 2
+RUNNING, LIMIT, QUEUE_TIMEOUT = 2, 3, 2
 READ_TIMEOUT = 4
 
 
@@ -34,6 +34,8 @@ class EdgeService(Service):
             **super().env(),
             "WEB_WORKERS": "1",
             "WEB_WORKER_CONNECTIONS": str(LIMIT),
+            "DATABASE_POOL_MAX_SIZE": str(RUNNING),
+            "WEB_QUEUE_TIMEOUT": str(QUEUE_TIMEOUT),
             "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
         }
 
@@ -127,35 +129,55 @@ def test_slow_uploads_and_slow_heads_hold_no_place_and_are_cut_at_the_read_deadl
             sock.close()
 
 
-def test_over_the_limit_a_json_503_with_retry_after_and_the_held_requests_still_finish(service):
-    """Two recalls held inside the worker (the memories table locked): a third is told "busy"; the two still finish."""
-    body = recall_body(service)
-    with service.database() as lock:
+def busy(response: httpx.Response) -> bool:
+    """A JSON 503 "busy" with Retry-After: 1."""
+    return (
+        response.status_code == 503
+        and response.headers["content-type"] == "application/json"
+        and response.headers.get("retry-after") == "1"
+        and response.json()["field"] is None
+        and "busy" in response.json()["error"]
+    )
+
+
+def test_past_the_pool_requests_wait_their_turn_then_are_told_busy_never_database_unreachable(service):
+    """Two recalls held running (the memories table locked, both seen waiting for the lock): a third waits for a
+    connection QUEUE_TIMEOUT s and is told "busy"; with LIMIT admitted, the next is told "busy" at once; the held
+    ones still finish. The database is up all along: nobody hears that it is unreachable."""
+    body = json.loads(recall_body(service))
+    log_before = service.log.stat().st_size
+    with service.database() as lock, ThreadPoolExecutor(8) as pool:
         lock.execute("BEGIN")
         lock.execute("LOCK TABLE memories_memory IN ACCESS EXCLUSIVE MODE")
-        with ThreadPoolExecutor(LIMIT) as pool:
-            held = [pool.submit(service.api, "POST", "/internal/v1/recall", json.loads(body), 60) for _ in range(LIMIT)]
-            waiting = 0
-            with service.database() as watch:  # until both wait for the lock inside the worker
-                deadline = time.monotonic() + 30
-                while waiting < LIMIT and time.monotonic() < deadline:
-                    waiting = watch.execute(
-                        "SELECT count(*) FROM pg_locks WHERE relation = 'memories_memory'::regclass AND NOT granted"
-                    ).fetchone()[0]
-            response = service.api("POST", "/internal/v1/recall", json.loads(body))
-            lock.execute("COMMIT")
-            assert waiting == LIMIT
-            assert response.status_code == 503, response.text[:300]
-            assert response.headers["content-type"] == "application/json"
-            assert response.headers["retry-after"] == "1"
-            assert response.json()["field"] is None and "busy" in response.json()["error"]
-            assert [future.result().status_code for future in held] == [200] * LIMIT
-    assert service.api("POST", "/internal/v1/recall", json.loads(body)).status_code == 200
-    assert '"POST /internal/v1/recall" 503' in service.log.read_text()  # in the access log too
+        held = [pool.submit(service.api, "POST", "/internal/v1/recall", body, 60) for _ in range(RUNNING)]
+        waiting = 0
+        with service.database() as watch:
+            deadline = time.monotonic() + 30
+            while waiting < RUNNING and time.monotonic() < deadline:
+                waiting = watch.execute(
+                    "SELECT count(*) FROM pg_locks WHERE relation = 'memories_memory'::regclass AND NOT granted"
+                ).fetchone()[0]
+        assert waiting == RUNNING
+        queued = service.api("POST", "/internal/v1/recall", body, timeout=30)  # waits its turn, then busy
+        assert busy(queued) and "no database connection became free" in queued.json()["error"], queued.text[:300]
+        # LIMIT admitted: RUNNING held and one waiting; probes until one is told "busy" at once.
+        pool.submit(service.api, "POST", "/internal/v1/recall", body, 30)
+        deadline = time.monotonic() + 30
+        while True:
+            probe = service.api("POST", "/internal/v1/recall", body, timeout=30)
+            if "requests at once" in probe.text or time.monotonic() > deadline:
+                break
+        lock.execute("COMMIT")
+        assert busy(probe) and "more than 3 requests at once" in probe.json()["error"], probe.text[:300]
+        assert [future.result().status_code for future in held] == [200] * RUNNING
+    assert service.api("POST", "/internal/v1/recall", body).status_code == 200
+    written = service.log.read_bytes()[log_before:].decode(errors="replace")
+    assert '"POST /internal/v1/recall" 503' in written  # in the access log too
+    assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
 
 
 def test_a_burst_of_clients_gets_answers_or_json_503s_only(service):
-    """12 clients, 5 recalls each, against a limit of 2: every answer is a 200 or a JSON 503 with Retry-After."""
+    """12 clients, 5 recalls each, against a limit of 3: every answer is a 200 or a JSON 503 with Retry-After."""
     answers: list[tuple[int, str, str | None]] = []
 
     def client():
