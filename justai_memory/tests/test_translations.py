@@ -59,3 +59,27 @@ def test_the_compiled_catalog_holds_every_translation_of_the_po_file(language):
         elif catalog.gettext(msgid) != translation:
             stale.append(msgid)
     assert not stale, f"locale/{language}: run manage.py compilemessages; not compiled: {stale[:5]}"
+
+
+def msgids(path: Path) -> list[str]:
+    """Every entry's msgctxt + msgid of a .po file, in order (the header's empty msgid left out)."""
+    found, key, entry = [], None, {}
+    for line in [*path.read_text(encoding="utf-8").splitlines(), ""]:
+        if not line.strip():
+            if entry.get("msgid"):
+                found.append(f"{entry.get('msgctxt', '')}\x04{entry['msgid']}")
+            entry = {}
+        elif line.startswith('"') and key:
+            entry[key] += ast.literal_eval(line)
+        elif not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            entry[key] = ast.literal_eval(value)
+    return found
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_each_message_is_defined_once(language):
+    """msgfmt refuses a catalogue with a msgid twice (two branches that each added it, merged)."""
+    ids = msgids(LOCALE / language / "LC_MESSAGES" / "django.po")
+    twice = sorted({msgid.split("\x04")[1] for msgid in ids if ids.count(msgid) > 1})
+    assert len(ids) > 200 and not twice, f"locale/{language}: defined twice: {twice}"
