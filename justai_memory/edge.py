@@ -28,6 +28,7 @@ from django.views import defaults
 
 from justai_memory.api.errors import (
     BUSY_WAITED,
+    NOT_FOUND,
     RETRY_AFTER_BUSY,
     RETRY_AFTER_DATABASE,
     UNAVAILABLE,
@@ -64,6 +65,13 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if isinstance(exception, DisallowedHost):
         return error_response(HOST_NOT_ALLOWED, field="Host")
     return error_response(BAD_REQUEST)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """handler404: a path no pattern matches (one with a line feed, which no pattern's ``.`` takes), JSON on API paths."""
+    if not _is_api(request):
+        return defaults.page_not_found(request, exception)
+    return error_response(NOT_FOUND, status=404)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -92,6 +92,9 @@ worker_class = "justai_memory.gunicorn_conf.Worker"
 timeout = settings.WEB_TIMEOUT
 graceful_timeout = max(1, settings.STOP_TIMEOUT - 3)  # in-flight requests finish; the supervisor waits longer
 keepalive = 5
+# X-Forwarded-For and -Proto only from these (gunicorn's default trusts 127.0.0.1, so any local client could
+# set the address the access log shows); none unless FORWARDED_ALLOW_IPS names the proxy in front.
+forwarded_allow_ips = settings.FORWARDED_ALLOW_IPS
 accesslog = None
 logger_class = "justai_memory.gunicorn_conf.Logger"
 errorlog = "-"

@@ -16,6 +16,7 @@ from justai_core.ai_router import provider_status
 
 REQUIRED = ("database", "embedder", "cluster")
 HEARTBEAT_MAX_AGE = timedelta(minutes=1)
+DATABASE_CHECK_SECONDS = 1.0  # a pooled connection is made in milliseconds while the database is up
 
 
 def _error(exc: Exception) -> str:
@@ -25,9 +26,17 @@ def _error(exc: Exception) -> str:
 
 
 def database_status() -> dict:
+    """``SELECT 1`` answers. With a pool, a connection is waited for DATABASE_CHECK_SECONDS at most, not the pool's
+    timeout: while the database is down or restarting the pool cannot connect, and the check says so at once."""
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        pool = connection.pool
+        if pool is None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        else:
+            pool.open()  # as Django does before each connection it takes (a no-op once open)
+            with pool.connection(timeout=DATABASE_CHECK_SECONDS) as conn:
+                conn.execute("SELECT 1")
     except Exception as exc:  # unreachable, pool timeout, restarting server: reported, never raised
         connection.close()
         return {"ok": False, "error": _error(exc)}

@@ -37,3 +37,12 @@ class Formatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         first, *rest = super().format(record).split("\n")
         return "\n".join([first, *("    " + control_characters_escaped(line) for line in rest)])
+
+
+class ClientError(logging.Filter):
+    """A record about a client's error (Django's DisallowedHost, logged as an ERROR with its traceback) as one WARNING line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True

@@ -334,6 +334,9 @@ WEB_QUEUE_TIMEOUT = env.float("WEB_QUEUE_TIMEOUT", default=5.0)
 # Seconds a client has to send a request's head (from connecting, or from its previous answer), and again its
 # body; then the connection is closed (head) or answered 408 (body). A slow upload never holds a place.
 WEB_READ_TIMEOUT = env.float("WEB_READ_TIMEOUT", default=10.0)
+# The proxies whose X-Forwarded-For / X-Forwarded-Proto are trusted (comma-separated addresses or networks, "*"
+# for any); none by default: otherwise any local client could set the client address the access log shows.
+FORWARDED_ALLOW_IPS = env.str("FORWARDED_ALLOW_IPS", default="")
 WEB_TIMEOUT = env.int("WEB_TIMEOUT", default=60)  # seconds a worker may stay silent before it is replaced
 STOP_TIMEOUT = env.int("STOP_TIMEOUT", default=10)  # seconds web and cluster get to stop before being killed
 # The supervisor's restart budget, a rate: more than RESTART_LIMIT restarts of one child (web, cluster,
@@ -351,6 +354,7 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
+    "filters": {"client_error": {"()": "justai_memory.log_format.ClientError"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
@@ -359,5 +363,7 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # A request with a foreign Host is the client's error: one WARNING line, no traceback (log_format.py).
+        "django.security.DisallowedHost": {"filters": ["client_error"]},
     },
 }

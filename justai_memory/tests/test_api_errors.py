@@ -226,3 +226,16 @@ def test_busy_is_a_json_503_with_retry_after_logged_as_a_warning(rf, caplog):
     assert "busy" in body["error"] and "unreachable" not in body["error"] and body["field"] is None
     assert response._has_been_logged
     assert [r.levelname for r in caplog.records] == ["WARNING"]
+
+
+def test_a_foreign_host_is_one_warning_line_without_a_traceback(api_token, caplog):
+    """The client's error, not the service's: Django logged an ERROR with the exception's traceback."""
+    with caplog.at_level(logging.INFO):
+        response = Client().get(
+            "/internal/v1/health", HTTP_HOST="evil.example", HTTP_AUTHORIZATION=f"Bearer {api_token}"
+        )
+    assert response.status_code == 400
+    records = [r for r in caplog.records if r.name == "django.security.DisallowedHost"]
+    assert [(r.levelname, r.exc_info) for r in records] == [("WARNING", None)]
+    assert "evil.example" in records[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

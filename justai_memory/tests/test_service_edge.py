@@ -213,6 +213,9 @@ def test_with_the_database_down_the_admin_is_a_503_page_and_the_api_a_json_503(s
         try:
             os.kill(service.postmaster_pid(), signal.SIGKILL)
             time.sleep(1)
+            began = time.monotonic()
+            health = service.health()
+            health_seconds = time.monotonic() - began
             admin = browser.get("/admin/")
             api = service.api("POST", "/internal/v1/recall", json.loads(recall_body(service)), timeout=30)
         finally:
@@ -222,5 +225,23 @@ def test_with_the_database_down_the_admin_is_a_503_page_and_the_api_a_json_503(s
         assert "Database unavailable" in admin.text and "Traceback" not in admin.text
         assert api.status_code == 503 and api.headers["content-type"] == "application/json"
         assert api.headers["retry-after"] == "5" and api.json()["field"] is None
+        # The health check does not wait the pool's timeout (5 s) for a connection that cannot be made.
+        assert health is not None and health.status_code == 503, health and health.text[:300]
+        assert health.json()["components"]["database"]["ok"] is False and health_seconds < 5, health_seconds
         service.wait_healthy(timeout=60)
         assert browser.get("/admin/").status_code == 200
+
+
+def test_proxy_headers_are_trusted_only_from_configured_proxies(service):
+    """FORWARDED_ALLOW_IPS is empty by default: a local client cannot set the client address the access log shows."""
+    log_before = service.log.stat().st_size
+    response = httpx.get(
+        service.url("/internal/v1/health"),
+        headers={"Authorization": f"Bearer {TOKEN}", "X-Forwarded-For": "203.0.113.66", "X-Forwarded-Proto": "https"},
+        timeout=10,
+    )
+    assert response.status_code == 200
+    deadline = time.monotonic() + 10
+    while '"GET /internal/v1/health" 200' not in (written := service.log.read_bytes()[log_before:].decode()):
+        assert time.monotonic() < deadline, written
+    assert "203.0.113.66" not in written and '127.0.0.1 "GET /internal/v1/health" 200' in written, written
