@@ -244,8 +244,8 @@ def distinctive_tokens(text: str) -> Tokens:
 # A whole value: letters and digits together (at least this many of each: "sonnenblume8812", "kestrel4491";
 # not "500mg" or "az12"), or a number of at least WHOLE_NUMBER_DIGITS digits (a phone or card number; a date
 # or an order number is shorter), or a content word followed, after spaces only, by a number ("Zebra 98765",
-# "Sonnenblume 8812": a password written apart; not "8812 fährt", not a key and its value, "linie": 8812). Its digest is of its
-# letters and digits only, prefixed so that it never equals a token's.
+# "Sonnenblume 8812": a password written apart; not "8812 fährt", not a key and its value, "linie": 8812).
+# Its digest is of its letters and digits only, prefixed so that it never equals a token's.
 WHOLE_MIN_LETTERS = 3
 WHOLE_MIN_DIGITS = 3
 WHOLE_NUMBER_DIGITS = 9
