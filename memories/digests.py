@@ -244,8 +244,8 @@ def distinctive_tokens(text: str) -> Tokens:
 # A whole value: letters and digits together (at least this many of each: "sonnenblume8812", "kestrel4491";
 # not "500mg" or "az12"), or a number of at least WHOLE_NUMBER_DIGITS digits (a phone or card number; a date
 # or an order number is shorter), or a content word followed, after spaces only, by a number ("Zebra 98765",
-# "Sonnenblume 8812": a password written apart; not "8812 fährt", not a key and its value, "linie": 8812). Its digest is of its
-# letters and digits only, prefixed so that it never equals a token's.
+# "Sonnenblume 8812": a password written apart; not "8812 fährt", not a key and its value, "linie": 8812).
+# Its digest is of its letters and digits only, prefixed so that it never equals a token's.
 WHOLE_MIN_LETTERS = 3
 WHOLE_MIN_DIGITS = 3
 WHOLE_NUMBER_DIGITS = 9
@@ -258,10 +258,14 @@ _READER_SEGMENT = re.compile(rf"(?:%[0-9A-Fa-f]{{2}}|\\u[0-9A-Fa-f]{{4}}|[^{_SEP
 _READER_SPLIT = re.compile(rf"[{_SEPARATOR_CHARS}]+")
 _JSON_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})")
 _SPAN_TAIL = ".!?…"  # sentence punctuation after a value stays out of its span
+_NOT_ALNUM = re.compile(r"[\W_]+")
+_DIGIT = re.compile(r"\d")
 
 
 def _decoded(segment: str) -> str:
     """A segment as a reader sees it: JSON and percent escapes decoded (twice, for a URL inside a URL), NFKC, case-folded."""
+    if "%" not in segment and "\\" not in segment:
+        return _normalise(segment)
     text = _JSON_ESCAPE.sub(lambda m: chr(int(m[1], 16)), segment)
     for _ in range(2):
         decoded = unquote(text)
@@ -272,13 +276,13 @@ def _decoded(segment: str) -> str:
 
 
 def _alnum(piece: str) -> str:
-    return "".join(c for c in piece if c.isalnum())
+    return _NOT_ALNUM.sub("", piece)
 
 
 def _is_whole(form: str) -> bool:
-    digits = sum(c.isdigit() for c in form)
-    if digits == len(form):
-        return digits >= WHOLE_NUMBER_DIGITS
+    if form.isdigit():
+        return len(form) >= WHOLE_NUMBER_DIGITS
+    digits = len(_DIGIT.findall(form))
     return digits >= WHOLE_MIN_DIGITS and len(form) - digits >= WHOLE_MIN_LETTERS
 
 
@@ -295,11 +299,19 @@ def whole_values(text: str) -> tuple[tuple[int, int, str], ...]:
     """The whole values ``text`` carries as a reader sees it: ``(start, end, value)``, where start and end are
     the span in ``text`` that says it (an escaped segment as a whole) and value is WHOLE_PREFIX + its letters
     and digits ("=sonnenblume8812" for "psk=Sonnenblume%2D8812" and "SONNENBLUME 8812" alike)."""
+    if len(_DIGIT.findall(text)) < WHOLE_MIN_DIGITS:
+        return ()  # every whole value has three digits or more (an escape's hex digits count: a cheap bound)
     # (start, end, letters and digits, whether only spaces separate it from the next piece)
     pieces: list[tuple[int, int, str, bool]] = []
     matches = list(_READER_SEGMENT.finditer(text))
+    # A segment without a digit decodes to none (the escapes of digits hold digits): it matters only as the
+    # word before a number; any other is a gap, read no further.
+    digits = [_DIGIT.search(match.group()) is not None for match in matches] + [False]
     for n, match in enumerate(matches):
         start, end = match.span()
+        if not (digits[n] or digits[n + 1]):
+            pieces.append((start, end, "", False))
+            continue
         while end > start and text[end - 1] in _SPAN_TAIL:
             end -= 1
         decoded = _decoded(match.group())
@@ -317,7 +329,7 @@ def whole_values(text: str) -> tuple[tuple[int, int, str], ...]:
             found.append((start, end, WHOLE_PREFIX + form))
         if spaced and i + 1 < len(pieces):
             _, next_end, following, _ = pieces[i + 1]
-            if _is_name_word(form) and _is_number(following):
+            if _is_number(following) and _is_name_word(form):
                 found.append((start, next_end, WHOLE_PREFIX + form + following))
     return tuple(found)
 
