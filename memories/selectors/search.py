@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 
 from memories.models import Memory
-from memories.selectors.recall import ranked_memories, vector_weight
+from memories.selectors.recall import ranked_memories, weights_for
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50
@@ -32,6 +32,6 @@ def memories_search(*, query: str, queryset: QuerySet | None = None, limit: int 
         languages=languages or ["simple"],
         limit=limit,
         thresholds=embedder.thresholds,
-        weight=vector_weight(embedder.name),
+        weights=weights_for(embedder.name),
     )
     return [hit.id for hit in ranked]
