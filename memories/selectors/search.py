@@ -25,7 +25,7 @@ from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.keywords import keyword_hits
 from memories.selectors.nearest import nearest_memories
-from memories.selectors.recall import KEYWORD_WEIGHT, is_noise, vector_weight
+from memories.selectors.recall import KEYWORD_WEIGHT, is_noise, weights_for
 from memories.services.embeddings import active_embedder
 
 SEARCH_LIMIT = 50
@@ -70,7 +70,7 @@ def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit:
     fused = fuse(
         {
             "keyword": Ranking(hits=[(h.id, h.score) for h in by_words], weight=KEYWORD_WEIGHT, relative=True),
-            "vector": Ranking(hits=by_meaning, weight=vector_weight(embedder.name), relative=True),
+            "vector": Ranking(hits=by_meaning, weight=weights_for(embedder.name).vector, relative=True),
         },
         limit=limit,
     )
@@ -78,7 +78,7 @@ def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit:
 
 
 def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple[int, float]]:
-    """(id, similarity) of the candidates at least the recall floor from ``query`` in a space that separates, best first."""
+    """(id, similarity) of the candidates at least ``match_min`` from ``query`` in a space that separates, best first."""
     embedder = active_embedder()
     judge = embedder.blocks()
     if judge.name == embedder.name:

@@ -14,7 +14,7 @@ from memories.selectors import keywords, recall
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.recall import (
-    CONTEXT_WEIGHT,
+    Weights,
     context_lifts,
     keyword_hits,
     memory_recall,
@@ -309,7 +309,7 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
     assert [r.id for r in result][:2] == [hit.pk, reply.pk]
     assert result[1].found_by["context"].rank == 1 and result[1].found_by["context"].score > 0
     assert beyond.pk not in [r.id for r in result]
-    monkeypatch.setattr(recall, "CONTEXT_WEIGHT", 0.0)
+    monkeypatch.setattr(recall, "CONTEXT_PATH", False)
     assert reply.pk not in [r.id for r in ranked()]
 
 
@@ -343,10 +343,12 @@ def test_a_neighbour_below_the_context_floor_stays_out():
 
 
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
-    lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}))
+    lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}, weight=Weights().context))
     assert 0.18 + lifts[2] < 0.2  # 0.4 x 0.2 would carry it past its candidate
-    assert lifts[3] == pytest.approx(CONTEXT_WEIGHT * 0.2)
-    assert dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]})) == {}  # already above: nothing to add
+    assert lifts[3] == pytest.approx(Weights().context * 0.2)
+    assert (
+        dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]}, weight=Weights().context)) == {}
+    )  # already above: nothing to add
 
 
 def test_context_never_brings_what_the_speaker_may_not_see():
@@ -385,3 +387,26 @@ def test_context_never_brings_what_the_speaker_may_not_see():
     as_anna = found_by(anna)
     assert all("context" in as_anna[secret.pk] for secret in secrets)
     assert "context" not in as_anna.get(after.pk, {})
+
+
+def test_with_e5s_compressed_similarities_the_memory_that_means_the_question_wins_among_word_matches():
+    """e5 places an unrelated sentence at 0.76 and a match at 0.90: on its scale (0.75 -> 0.84) that is 0.1
+    against 1.7, where relative to the best it was 0.84 against 1."""
+    room = RoomFactory()
+    words = MemoryFactory(content="Minka red ball", embedding=near(0.76, 1))
+    meaning = MemoryFactory(content="Minka red ball under the old blue sofa", embedding=near(0.90, 2))
+    analyze()
+    e5 = dataclasses.replace(HashEmbedder.thresholds, recall_min=0.75, related=0.84, context_min=0.80)
+
+    ranked = ranked_memories(
+        candidates=recall_candidates(speaker=None, room=room),
+        query="Minka red ball",
+        embedding=one_hot(0),
+        languages=["en"],
+        limit=10,
+        thresholds=e5,
+        weights=recall.weights_for("e5-small"),
+    )
+
+    assert [hit.id for hit in ranked] == [meaning.pk, words.pk]
+    assert ranked[1].found_by["keyword"].rank == 1  # the shorter memory matches the words better
