@@ -196,7 +196,7 @@ class Memory(models.Model):
         verbose_name=_("superseded by"),
     )
     valid_at = models.DateTimeField(
-        default=timezone.now, help_text=_("When it became true."), verbose_name=_("true since")
+        default=timezone.now, help_text=_("When it became true."), verbose_name=_("valid at")
     )
     created_at = models.DateTimeField(
         default=timezone.now, help_text=_("When it was learned."), verbose_name=_("learned at")

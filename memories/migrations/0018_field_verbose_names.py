@@ -319,7 +319,7 @@ class Migration(migrations.Migration):
             model_name="memory",
             name="valid_at",
             field=models.DateTimeField(
-                default=django.utils.timezone.now, help_text="When it became true.", verbose_name="true since"
+                default=django.utils.timezone.now, help_text="When it became true.", verbose_name="valid at"
             ),
         ),
         migrations.AlterField(
