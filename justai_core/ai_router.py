@@ -257,6 +257,26 @@ class Answer:
         return self.tokens / generating if generating > 0 else 0.0
 
 
+def _read(stream, answer: Answer, pieces: list[str], *, started: float, stop_when) -> None:
+    """Collect a streamed answer's pieces and figures into ``pieces`` and ``answer``, until it ends or
+    ``stop_when`` says so."""
+    for chunk in stream:
+        choice = chunk.choices[0] if chunk.choices else None
+        if choice is None:
+            continue
+        answer.finish_reason = choice.finish_reason or answer.finish_reason
+        piece = choice.delta.content if choice.delta else None
+        if not piece:
+            continue
+        if answer.first_token_seconds is None:
+            answer.first_token_seconds = time.monotonic() - started
+        pieces.append(piece)
+        answer.tokens += 1
+        if stop_when is not None and "}" in piece and stop_when("".join(pieces)):
+            answer.stopped = True
+            return
+
+
 def chat_complete(
     *,
     provider: Provider,
@@ -299,21 +319,7 @@ def chat_complete(
             stream=True,
         )
         try:
-            for chunk in stream:
-                choice = chunk.choices[0] if chunk.choices else None
-                if choice is None:
-                    continue
-                answer.finish_reason = choice.finish_reason or answer.finish_reason
-                piece = choice.delta.content if choice.delta else None
-                if not piece:
-                    continue
-                if answer.first_token_seconds is None:
-                    answer.first_token_seconds = time.monotonic() - started
-                pieces.append(piece)
-                answer.tokens += 1
-                if stop_when is not None and "}" in piece and stop_when("".join(pieces)):
-                    answer.stopped = True
-                    break
+            _read(stream, answer, pieces, started=started, stop_when=stop_when)
         finally:
             stream.close()
     except openai.APIStatusError as exc:
