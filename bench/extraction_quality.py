@@ -63,8 +63,10 @@ def setup_django() -> None:
     django.setup()
 
 
-def load(limit: int | None, languages: set[str]) -> list[dict]:
-    conversations = [c for c in json.loads(LABELLED.read_text())["conversations"] if c["language"] in languages]
+def load(limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False) -> list[dict]:
+    conversations = [c for c in json.loads(path.read_text())["conversations"] if c["language"] in languages]
+    if long:  # only the long ones (14 turns, two people, a corrected value)
+        conversations = [c for c in conversations if "-long-" in c["id"]]
     if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
         seen: Counter = Counter()
         kept = []
@@ -220,6 +222,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the service's (AI_MEMORY_MAX_TOKENS)")
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
+    parser.add_argument("--long", action="store_true", help="only the long conversations (ids *-long-*)")
+    parser.add_argument("--set", type=Path, default=LABELLED, help="another labelled set in the same form")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--show", action="store_true", help="print each conversation's stored items (set text)")
@@ -268,7 +272,7 @@ def main() -> None:
     embedder = get_embedder()
     threshold = embedder.thresholds.tombstone
     languages = frozenset({*LANGUAGES, *embedder.languages})
-    conversations = load(args.limit, set(args.languages.split(",")))
+    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long)
     tallies: dict[str, Tally] = defaultdict(Tally)
     print(
         f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
