@@ -1,32 +1,56 @@
 """Where a memory came from, in the memory admin: its conversation or event as a link, the people, the room, when.
 
 In the wiring layer because it reads two apps: a memory's ``source_ref`` (memories) names a
-conversation or an event (transcripts). Shows only what the admin may open anyway; a source whose
-row is gone (retention) says so.
+conversation or an event (transcripts); an extracted memory also shows the sentences it was said in
+(who, when: the turns its extraction cited). Shows only what the admin may open anyway; a source
+whose row or turn is gone (retention, deletion) says so.
 """
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from memories.admin.base import actor_name, when
 from transcripts.models import Conversation, Event
-from transcripts.selectors import conversation_speakers
+from transcripts.selectors import conversation_speakers, memory_said
 
 
 def _names(people) -> str:
     return ", ".join(p.name for p in people) or _("unknown speaker")
 
 
-def conversation_trail(pk: int) -> str:
+def said_trail(conversation: Conversation, memory) -> str:
+    """The sentences an extracted memory comes from (its extraction's cited turns): what, who, when."""
+    if memory is None:
+        return ""
+    lines = []
+    for said in memory_said(memory_id=memory.pk, conversation=conversation, content=memory.content):
+        if said.get("gone"):
+            lines.append(
+                format_html("<br>{}", _("said in turn #%(id)s, which was deleted since") % {"id": said["turn_id"]})
+            )
+            continue
+        lines.append(
+            format_html(
+                '<br>{}: <q class="trail-said">{}</q> ({}, {})',
+                _("said"),
+                said["sentence"],
+                said["speaker"] or _("unknown speaker"),
+                when(said["at"]),
+            )
+        )
+    return format_html_join("", "{}", ((line,) for line in lines))
+
+
+def conversation_trail(pk: int, memory=None) -> str:
     conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
     if conversation is None:
         return _("Conversation #%(id)s (no longer kept: its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_conversation_change", args=[pk])
     return format_html(
-        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
+        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}{}',
         url,
         _("Conversation #%(id)s") % {"id": pk},
         _("who spoke"),
@@ -35,6 +59,7 @@ def conversation_trail(pk: int) -> str:
         conversation.room,
         _("when"),
         when(conversation.started_at),
+        said_trail(conversation, memory),
     )
 
 
@@ -56,11 +81,12 @@ def event_trail(pk: int) -> str:
     )
 
 
-def source_trail(source_ref: str) -> str:
-    """A memory's source_ref in words, with a link to its conversation or event."""
+def source_trail(source_ref: str, memory=None) -> str:
+    """A memory's source_ref in words, with a link to its conversation or event (and, for an extracted
+    ``memory``, the sentences it was said in)."""
     kind, _sep, ref = source_ref.partition(":")
     if kind == "conversation" and ref.isdigit():
-        return conversation_trail(int(ref))
+        return conversation_trail(int(ref), memory)
     if kind == "event" and ref.isdigit():
         return event_trail(int(ref))
     if not source_ref:
@@ -73,4 +99,4 @@ class TrailMixin:
 
     @admin.display(description=gettext_lazy("learned from"))
     def learned_from(self, obj):
-        return source_trail(obj.source_ref)
+        return source_trail(obj.source_ref, obj)
