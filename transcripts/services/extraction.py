@@ -42,6 +42,7 @@ from transcripts.schemas import (
     answer_max_tokens,
     answer_should_stop,
     extraction_parse,
+    same_saying,
 )
 from transcripts.selectors import (
     EXTRACT_JOB,
@@ -145,6 +146,13 @@ ASSISTANT_ONLY = "cites only the assistant's turns"
 VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
 _DIGITS = re.compile(r"\d+")
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
+
+
+EXAMPLE_COPIED = "restates the prompt's worked example"
+# What the worked examples say (every language's): an item that says it again was copied, not heard.
+EXAMPLE_SAYINGS = frozenset(
+    same_saying(content) for example in EXAMPLES.values() for content in re.findall(r'"content": "([^"]+)"', example)
+)
 
 
 @dataclass(frozen=True)
@@ -423,6 +431,9 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
         if not said:
             dropped.append(Rejection(path=path, rule=ASSISTANT_ONLY))
             continue
+        if same_saying(item.content) in EXAMPLE_SAYINGS:  # a small model copies the prompt's example
+            dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
+            continue
         if not _heard(item.content, said, names):
             if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in said):
                 forgotten += 1
@@ -432,7 +443,9 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
         kept.append(item)
         grounds.append(tuple(turn.pk for turn in said))
     summary, why = extraction.summary, ""
-    if summary is not None and not _heard(summary.content, users, names):
+    if summary is not None and same_saying(summary.content) in EXAMPLE_SAYINGS:
+        summary, why = None, "ungrounded"
+    elif summary is not None and not _heard(summary.content, users, names):
         unheard_forgotten = forgotten or any(FORGOTTEN_MARKER in turn.text.casefold() for turn in users)
         summary, why = None, "left_out" if unheard_forgotten else "ungrounded"
     grounded = dataclasses.replace(extraction, items=kept, summary=summary)

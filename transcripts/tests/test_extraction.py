@@ -798,3 +798,17 @@ def test_a_resolved_relative_date_and_the_speakers_own_name_are_grounded(fake_ll
     )
     stats = extract(conversation).extraction_stats
     assert (stats["ungrounded"], stats["created"]) == (0, 1)
+
+
+def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
+    fake_llm.reply(
+        asked_answer(
+            facts=[item("Der WLAN-Code ist 3142.", [1]), item(KEY_FACT, [1])],
+            preferences=[item("Lena mag keinen Fisch.", [1])],
+            summary="Lena nannte den WLAN-Code.",
+        )
+    )
+    stats = extract(talk(KEY_FACT)).extraction_stats
+    assert (stats["ungrounded"], stats["summary"], stats["created"]) == (2, "ungrounded", 1)
+    assert {r["rule"] for r in stats["rejected"]} == {"restates the prompt's worked example"}
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
