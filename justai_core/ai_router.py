@@ -282,8 +282,9 @@ class Answer:
         return self.tokens / generating if generating > 0 else 0.0
 
 
-def _read_stream(stream, *, answer: Answer, pieces: list[str], started: float, stop_when) -> None:
-    """Collect a streamed answer's pieces into ``pieces`` and its figures into ``answer``; stop where ``stop_when`` says."""
+def _read(stream, answer: Answer, pieces: list[str], *, started: float, stop_when) -> None:
+    """Collect a streamed answer's pieces and figures into ``pieces`` and ``answer``, until it ends or
+    ``stop_when`` says so."""
     for chunk in stream:
         choice = chunk.choices[0] if chunk.choices else None
         if choice is None:
@@ -343,7 +344,7 @@ def chat_complete(
             stream=True,
         )
         try:
-            _read_stream(stream, answer=answer, pieces=pieces, started=started, stop_when=stop_when)
+            _read(stream, answer, pieces, started=started, stop_when=stop_when)
         finally:
             stream.close()
     except openai.APIStatusError as exc:

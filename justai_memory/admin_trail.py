@@ -1,13 +1,15 @@
 """Where a memory came from, in the memory admin: its conversation or event as a link, the people, the room, when.
 
 In the wiring layer because it reads two apps: a memory's ``source_ref`` (memories) names a
-conversation or an event (transcripts), or the OAuth connection it was remembered through (connections). Shows only what the admin may open anyway; a source whose
-row is gone (retention) says so.
+conversation or an event (transcripts), or the OAuth connection it was remembered through (connections);
+an extracted memory also shows the sentences it was said in (who, when: the turns its extraction cited).
+Shows only what the admin may open anyway; a source whose row or turn is gone (retention, deletion)
+says so.
 """
 
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
@@ -15,20 +17,43 @@ from connections.models import SOURCE_KIND, Connection
 from memories.admin.base import actor_name, when
 from memories.models import AuditAction, AuditEvent, Source
 from transcripts.models import Conversation, Event
-from transcripts.selectors import conversation_speakers
+from transcripts.selectors import conversation_speakers, memory_said
 
 
 def _names(people) -> str:
     return ", ".join(p.name for p in people) or _("unknown speaker")
 
 
-def conversation_trail(pk: int) -> str:
+def said_trail(conversation: Conversation, memory) -> str:
+    """The sentences an extracted memory comes from (its extraction's cited turns): what, who, when."""
+    if memory is None:
+        return ""
+    lines = []
+    for said in memory_said(memory_id=memory.pk, conversation=conversation, content=memory.content):
+        if said.get("gone"):
+            lines.append(
+                format_html("<br>{}", _("said in turn #%(id)s, which was deleted since") % {"id": said["turn_id"]})
+            )
+            continue
+        lines.append(
+            format_html(
+                '<br>{}: <q class="trail-said">{}</q> ({}, {})',
+                _("said"),
+                said["sentence"],
+                said["speaker"] or _("unknown speaker"),
+                when(said["at"]),
+            )
+        )
+    return format_html_join("", "{}", ((line,) for line in lines))
+
+
+def conversation_trail(pk: int, memory=None) -> str:
     conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
     if conversation is None:
         return _("Conversation #%(id)s (no longer kept: deleted, or its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_conversation_change", args=[pk])
     return format_html(
-        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
+        '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}{}',
         url,
         _("Conversation #%(id)s") % {"id": pk},
         _("who spoke"),
@@ -37,6 +62,7 @@ def conversation_trail(pk: int) -> str:
         conversation.room,
         _("when"),
         when(conversation.started_at),
+        said_trail(conversation, memory),
     )
 
 
@@ -76,11 +102,12 @@ def connection_trail(pk: int) -> str:
     )
 
 
-def source_trail(source_ref: str) -> str:
-    """A memory's source_ref in words, with a link to its conversation, event or connection."""
+def source_trail(source_ref: str, memory=None) -> str:
+    """A memory's source_ref in words, with a link to its conversation, event or connection (and, for an
+    extracted ``memory``, the sentences it was said in)."""
     kind, _sep, ref = source_ref.partition(":")
     if kind == "conversation" and ref.isdigit():
-        return conversation_trail(int(ref))
+        return conversation_trail(int(ref), memory)
     if kind == "event" and ref.isdigit():
         return event_trail(int(ref))
     if kind == SOURCE_KIND and ref.isdigit():
@@ -96,7 +123,7 @@ class TrailMixin:
     @admin.display(description=gettext_lazy("learned from"))
     def learned_from(self, obj):
         if obj.source_ref or obj.source != Source.TOOL:
-            return source_trail(obj.source_ref)
+            return source_trail(obj.source_ref, obj)
         # Remembered through the API or MCP outside a conversation: who told it is in the audit trail.
         told = AuditEvent.objects.filter(memory_id=obj.pk, action=AuditAction.CREATED).order_by("created_at").first()
         if told is None:

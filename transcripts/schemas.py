@@ -35,6 +35,8 @@ LIST_KEYS = ("facts", "preferences")
 CHARS_PER_TOKEN = 3.0  # a conservative bound for de/en/it/es text and JSON punctuation
 
 Unit = Annotated[float, Field(ge=0, le=1, strict=True)]  # strict: a bool or "0.5" is not a number
+TurnNumber = Annotated[int, Field(ge=1, le=10_000, strict=True)]  # a turn's number [n] in the prompt
+MAX_TURNS_CITED = 20
 ScopeHint = Literal["private", "room", "shared"]
 
 
@@ -46,31 +48,55 @@ class _Model(BaseModel):
     )
 
 
-class AnswerItem(_Model):
-    """One fact or preference as the model answers it."""
+class AskedItem(_Model):
+    """One fact or preference as the model is asked for it: only what the model must judge (the rest comes
+    from rules in code, transcripts.services.extraction)."""
 
     content: str = Field(min_length=1, max_length=MAX_ITEM_CHARS)
+    turns: list[TurnNumber] = Field(
+        max_length=MAX_TURNS_CITED, description="the numbers [n] of the person's turns that say it"
+    )
     inferred: StrictBool = Field(
         description="false: a person said or confirmed it; true: the model's own conclusion (a guess)"
     )
-    subject: str = Field(max_length=MAX_KEY_CHARS)
-    predicate: str = Field(max_length=MAX_KEY_CHARS)
-    scope: ScopeHint
-    confidence: Unit
-    importance: Unit
-    about_speaker: StrictBool = False
+    about: str = Field(max_length=MAX_KEY_CHARS, description="the name of the person it is about; empty: the household")
 
 
-class AnswerSummary(_Model):
+class AnswerItem(AskedItem):
+    """One fact or preference as it is read: what was asked (an item that cites no turn is checked against
+    every user turn) and the keys a model may add on its own, used when valid."""
+
+    turns: list[TurnNumber] = Field(default_factory=list, max_length=MAX_TURNS_CITED)
+    about: str = Field("", max_length=MAX_KEY_CHARS)
+    subject: str = Field("", max_length=MAX_KEY_CHARS)
+    predicate: str = Field("", max_length=MAX_KEY_CHARS)
+    scope: ScopeHint | None = None
+    confidence: Unit | None = None
+    importance: Unit | None = None
+    about_speaker: StrictBool | None = None
+
+
+class AskedSummary(_Model):
     """What the conversation was about; an empty content when nothing was worth remembering."""
 
     content: str = Field(max_length=MAX_SUMMARY_CHARS)
-    scope: ScopeHint
-    importance: Unit
+
+
+class AnswerSummary(AskedSummary):
+    scope: ScopeHint | None = None
+    importance: Unit | None = None
+
+
+class AskedAnswer(_Model):
+    """The whole answer as asked for (the structured-output schema)."""
+
+    facts: list[AskedItem] = Field(max_length=MAX_ITEMS)
+    preferences: list[AskedItem] = Field(max_length=MAX_ITEMS)
+    summary: AskedSummary
 
 
 class ExtractionAnswer(_Model):
-    """The whole answer (the structured-output schema)."""
+    """The whole answer as it is read."""
 
     facts: list[AnswerItem] = Field(max_length=MAX_ITEMS)
     preferences: list[AnswerItem] = Field(max_length=MAX_ITEMS)
@@ -97,7 +123,7 @@ def _inline_refs(schema: dict) -> dict:
 
 
 # Sent to the provider as the structured-output schema.
-EXTRACTION_SCHEMA = _inline_refs(ExtractionAnswer.model_json_schema())
+EXTRACTION_SCHEMA = _inline_refs(AskedAnswer.model_json_schema())
 
 
 class MalformedAnswer(Exception):
@@ -117,15 +143,19 @@ class Rejection:
 
 @dataclass(frozen=True)
 class ExtractedItem:
+    """An item as read; None where the answer left it to the rules (scope, confidence, importance, about_speaker)."""
+
     kind: str
     content: str
-    subject: str
-    predicate: str
-    scope: str
-    confidence: float
-    importance: float
-    about_speaker: bool = False
+    subject: str = ""
+    predicate: str = ""
+    scope: str | None = None
+    confidence: float | None = None
+    importance: float | None = None
+    about_speaker: bool | None = None
     inferred: bool = False
+    about: str = ""
+    turns: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,7 +296,9 @@ def extraction_parse(*, text: str) -> Extraction:
                 repeats += 1  # the same thing said again: stored once
                 continue
             sayings.add(saying)
-            items.append(ExtractedItem(kind=kind, **item.model_dump()))
+            values = item.model_dump()
+            values["turns"] = tuple(values["turns"])
+            items.append(ExtractedItem(kind=kind, **values))
     summary = None
     raw_summary = None
     if (value := _top_level_value(data, "summary", not how, rejected)) is not None:

@@ -1,6 +1,7 @@
 """Reads of the transcripts app: working memory, user text, extraction jobs that are still on their way."""
 
 import ast
+import re
 from datetime import datetime
 
 from django.core.exceptions import ImproperlyConfigured
@@ -168,3 +169,30 @@ def _unreachable_hint(template: str) -> str:
     except ImproperlyConfigured as exc:
         return str(exc)
     return template.format(url=ai_router.public_url(provider.base_url), provider=provider.name, model=provider.model)
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…;])\s+|\n+")
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def memory_said(*, memory_id: int, conversation: Conversation, content: str) -> list[dict]:
+    """Where an extracted memory was said: the turns its extraction cited (``stats.grounds``), each as the
+    sentence of it closest to the memory, who said it and when. A turn deleted since is listed as gone
+    (``{"turn_id": id, "gone": True}``); a redacted one shows its marker. Empty when nothing was recorded."""
+    turn_ids = (conversation.extraction_stats or {}).get("grounds", {}).get(str(memory_id), [])
+    turns = {t.pk: t for t in Turn.objects.filter(pk__in=turn_ids, conversation=conversation).select_related("speaker")}
+    said = []
+    wanted = _words(content)
+    for turn_id in turn_ids:
+        turn = turns.get(turn_id)
+        if turn is None:
+            said.append({"turn_id": turn_id, "gone": True})
+            continue
+        sentences = [part for part in _SENTENCE_END.split(turn.text) if part.strip()] or [turn.text]
+        sentence = max(sentences, key=lambda part: len(_words(part) & wanted))
+        speaker = turn.speaker.name if turn.speaker else None
+        said.append({"turn_id": turn_id, "sentence": sentence, "speaker": speaker, "at": turn.created_at})
+    return said

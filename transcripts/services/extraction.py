@@ -9,6 +9,7 @@ so parallel runs and retries do the work once; the conversation row is locked wh
 import dataclasses
 import functools
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,10 +26,11 @@ from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.languages import detection_languages, language_for, language_name
 from memories.locks import LockId, advisory_lock
-from memories.models import Provenance, Scope, Source
+from memories.models import Kind, Provenance, Scope, Source
 from memories.selectors.privacy import memories_allowed_for
 from memories.services.embeddings import active_embedder
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
+from people.models import Person
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import (
     EXTRACTION_SCHEMA,
@@ -36,9 +38,11 @@ from transcripts.schemas import (
     ExtractedItem,
     Extraction,
     MalformedAnswer,
+    Rejection,
     answer_max_tokens,
     answer_should_stop,
     extraction_parse,
+    same_saying,
 )
 from transcripts.selectors import (
     EXTRACT_JOB,
@@ -75,33 +79,91 @@ STORE_REJECTED = "the memory store rejected an item ({field})"
 SYSTEM_PROMPT = """\
 You extract long-term memories for a household assistant from one conversation.
 Answer with JSON only, in exactly this shape:
-{{"facts": [ITEM, ...], "preferences": [ITEM, ...],
-  "summary": {{"content": "...", "scope": "shared", "importance": 0.3}}}}
-where ITEM is
-{{"content": "...", "inferred": false, "subject": "...", "predicate": "...", "scope": "shared",
-  "confidence": 0.9, "importance": 0.5, "about_speaker": false}}
+{{"facts": [ITEM, ...], "preferences": [ITEM, ...], "summary": {{"content": "..."}}}}
+where ITEM is {{"content": "...", "turns": [N], "inferred": false, "about": "..."}}
 
 Rules:
 - facts: lasting facts worth remembering (where things are, codes, appointments, names, relations,
   household routines). preferences: likes, dislikes, habits, how someone wants to be treated.
-- Not the assistant's own suggestions, not questions, not small talk.
-- inferred: false for what a person said or confirmed; true for what you only conclude from the
-  conversation without anyone saying it (a guess, e.g. "Anna probably has a dog" because she
-  mentioned walking one). Never present a guess as said.
-- Write every content as one self-contained sentence in the language it was said in (the
-  conversation is mostly in {language}). Name people instead of writing "I" or "you".
-- The conversation took place on {date} ({weekday}). Resolve every relative date or time ("today",
-  "tomorrow", "next Friday", "in two weeks", "morgen", "gestern") to an absolute date (YYYY-MM-DD)
-  against that date, and write the absolute date in the content.
-- scope: "private" for what is personal to the speaker, "room" for what only matters in the room
-  "{room}", otherwise "shared" (knowledge of the household).
-- about_speaker: true when the item is about the speaker themself.
-- subject and predicate: short lowercase keys for what the item is about and which of its
-  attributes it states (e.g. "cellar spare key" and "location"); empty strings when there are none.
-- confidence: how sure you are that it was meant (0 to 1); importance: how useful it will be later (0 to 1).
-- summary: what the conversation was about in 1 to 3 sentences in {language}; an empty content when
-  nothing happened worth remembering. Nothing to remember: empty lists.
+- Only what a person said in a user turn. Not what only the assistant said or suggested, not
+  questions, not small talk, not hypotheticals.
+- turns: the numbers [N] of the user turns that say it. Every number, date, name and code in the
+  content must appear in those turns. When a person corrects a value, keep only the corrected one.
+- Each thing once: never repeat an item.
+- inferred: false for what a person said or confirmed; true for what you only conclude (a guess).
+- about: the name of the person the item is about; "" when it is about the household.
+- Write every content as one self-contained sentence in the language it was said in (mostly
+  {language}). Name people instead of writing "I" or "you".
+- The conversation took place on {date} ({weekday}). Resolve relative dates ("tomorrow", "next
+  Friday", "morgen", "domani") to YYYY-MM-DD against that date.
+- summary: what the conversation was about in one sentence in {language}; "" when nothing worth
+  remembering happened. Nothing to remember: empty lists.
+
+Example:
+{example}
 """
+
+# One short worked example per conversation language (English for the others).
+EXAMPLES = {
+    "de": (
+        "[1] Lena (user): Der WLAN-Code ist 3141, nein, jetzt 3142. Ich mag keinen Fisch.\n"
+        "[2] assistant (assistant): Notiert. Soll ich Tee kaufen?\n"
+        '-> {{"facts": [{{"content": "Der WLAN-Code ist 3142.", "turns": [1], "inferred": false, "about": ""}}], '
+        '"preferences": [{{"content": "Lena mag keinen Fisch.", "turns": [1], "inferred": false, "about": "Lena"}}], '
+        '"summary": {{"content": "Lena nannte den WLAN-Code."}}}}'
+    ),
+    "it": (
+        "[1] Lena (user): Il codice del WiFi è 3141, no, ora è 3142. Non mi piace il pesce.\n"
+        "[2] assistant (assistant): Annotato. Compro del tè?\n"
+        '-> {{"facts": [{{"content": "Il codice del WiFi è 3142.", "turns": [1], "inferred": false, "about": ""}}], '
+        '"preferences": [{{"content": "A Lena non piace il pesce.", "turns": [1], "inferred": false, '
+        '"about": "Lena"}}], "summary": {{"content": "Lena ha detto il codice del WiFi."}}}}'
+    ),
+    "es": (
+        "[1] Lena (user): El código del wifi es 3141, no, ahora es 3142. No me gusta el pescado.\n"
+        "[2] assistant (assistant): Anotado. ¿Compro té?\n"
+        '-> {{"facts": [{{"content": "El código del wifi es 3142.", "turns": [1], "inferred": false, "about": ""}}], '
+        '"preferences": [{{"content": "A Lena no le gusta el pescado.", "turns": [1], "inferred": false, '
+        '"about": "Lena"}}], "summary": {{"content": "Lena dio el código del wifi."}}}}'
+    ),
+    "en": (
+        "[1] Lena (user): The wifi code is 3141, no, it is 3142 now. I don't like fish.\n"
+        "[2] assistant (assistant): Noted. Shall I buy tea?\n"
+        '-> {{"facts": [{{"content": "The wifi code is 3142.", "turns": [1], "inferred": false, "about": ""}}], '
+        '"preferences": [{{"content": "Lena does not like fish.", "turns": [1], "inferred": false, "about": "Lena"}}], '
+        '"summary": {{"content": "Lena gave the wifi code."}}}}'
+    ),
+}
+
+# The rules that fill in what the model is not asked (an answer that gives them anyway is used where valid).
+STATED_CONFIDENCE = 0.9
+GUESS_CONFIDENCE = 0.5
+IMPORTANCE = {"fact": 0.6, "preference": 0.5, "episode": 0.3}
+VALUE_IMPORTANCE = 0.7  # a fact with a number, date or code in it (a code, an appointment)
+# Grounding: why an item was dropped (text-free: the path names the item, the rule names turn numbers).
+NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"
+ASSISTANT_ONLY = "cites only the assistant's turns"
+VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
+_DIGITS = re.compile(r"\d+")
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
+
+
+EXAMPLE_COPIED = "restates the prompt's worked example"
+# What the worked examples say (every language's): an item that says it again was copied, not heard.
+EXAMPLE_SAYINGS = frozenset(
+    same_saying(content) for example in EXAMPLES.values() for content in re.findall(r'"content": "([^"]+)"', example)
+)
+
+
+@dataclass(frozen=True)
+class PromptTurn:
+    """A turn as the prompt numbers it ([n], from 1): what grounding checks an item against."""
+
+    number: int
+    pk: int
+    role: str
+    text: str
+    speaker: str
 
 
 @dataclass
@@ -274,7 +336,7 @@ def _fail(conversation_id: int, reason: str) -> Conversation | None:
 def prompt_messages(
     *, date, language: str, room: str, speaker: str, lines: list[str], max_chars: int = MAX_TRANSCRIPT_CHARS
 ) -> list[dict]:
-    """The system rules and the transcript lines ("[HH:MM] who (role): text"), with the speaker, room and date.
+    """The system rules and the transcript lines ("[n] HH:MM who (role): text"), with the speaker, room and date.
 
     The one place the extraction prompt is built (the service and bench/extraction_quality.py).
     """
@@ -282,7 +344,7 @@ def prompt_messages(
         language=language_name(language),
         date=date.isoformat(),
         weekday=date.strftime("%A"),
-        room=room,
+        example=EXAMPLES.get(language, EXAMPLES["en"]).format(),
     )
     transcript = "\n".join(lines)
     if len(transcript) > max_chars:
@@ -295,12 +357,24 @@ def prompt_messages(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def _prompt(conversation: Conversation, *, max_chars: int = MAX_TRANSCRIPT_CHARS) -> list[dict]:
-    """The prompt of a stored conversation (``prompt_messages``)."""
-    lines = []
-    for turn in transcript_turns(conversation=conversation):
-        who = turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant")
-        lines.append(f"[{timezone.localtime(turn.created_at):%H:%M}] {who} ({turn.role}): {turn.text}")
+def prompt_turns(conversation: Conversation) -> list[PromptTurn]:
+    """The conversation's turns as the prompt numbers them."""
+    return [
+        PromptTurn(
+            number=number,
+            pk=turn.pk,
+            role=turn.role,
+            text=turn.text,
+            speaker=turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant"),
+        )
+        for number, turn in enumerate(transcript_turns(conversation=conversation), start=1)
+    ]
+
+
+def _prompt(conversation: Conversation, turns: list[PromptTurn], *, max_chars: int = MAX_TRANSCRIPT_CHARS):
+    """The prompt of a stored conversation (``prompt_messages``), its turns numbered."""
+    times = {turn.pk: turn.created_at for turn in transcript_turns(conversation=conversation)}
+    lines = [f"[{t.number}] {timezone.localtime(times[t.pk]):%H:%M} {t.speaker} ({t.role}): {t.text}" for t in turns]
     return prompt_messages(
         date=timezone.localtime(conversation.started_at).date(),
         language=conversation.language,
@@ -311,6 +385,110 @@ def _prompt(conversation: Conversation, *, max_chars: int = MAX_TRANSCRIPT_CHARS
     )
 
 
+def _values(text: str) -> set[str]:
+    """The numbers of a text (digit runs, without leading zeros; a run of zeros is none)."""
+    return {run.lstrip("0") for run in _DIGITS.findall(text) if run.strip("0")}
+
+
+def _names_in(text: str, names: list[str]) -> set[str]:
+    folded = text.casefold()
+    return {name for name in names if re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", folded)}
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What grounding kept and why it dropped the rest."""
+
+    extraction: Extraction  # the grounded items (and the summary, unless it was dropped)
+    ungrounded: list[Rejection]  # text-free reasons of the dropped items
+    grounds: list[tuple[int, ...]]  # per kept item, the ids of the user turns it comes from
+    forgotten: int = 0  # items whose value was forgotten from the transcript (counted as skipped_forgotten)
+    summary: str = ""  # why the summary was dropped: "left_out" (a forgotten value), "ungrounded"; "" kept
+
+
+def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names: list[str]) -> Grounding:
+    """Keep the items grounded in what a person said: the kept ones with the ids of their turns, the dropped
+    ones' reasons (text-free).
+
+    An item's cited turns must exist and hold a user turn; every number in it (a resolved YYYY-MM-DD date
+    aside) and every household member's name must appear in the cited user turns (a name also as one of
+    their speakers). An item that cites no turn is checked against every user turn. A value that is not
+    there because it was forgotten (the turn holds the marker) counts as forgotten, and the summary, held
+    to the same values against all user turns, is then left out.
+    """
+    by_number = {turn.number: turn for turn in turns}
+    users = [turn for turn in turns if turn.role == "user"]
+    kept, grounds, dropped = [], [], []
+    forgotten = 0
+    for index, item in enumerate(extraction.items):
+        path = f"answer.items[{index}]"
+        missing = [n for n in item.turns if n not in by_number]
+        if missing:
+            dropped.append(Rejection(path=path, rule=NO_SUCH_TURN.format(n=missing[0])))
+            continue
+        cited = [by_number[n] for n in item.turns] if item.turns else users
+        said = [turn for turn in cited if turn.role == "user"]
+        if not said:
+            dropped.append(Rejection(path=path, rule=ASSISTANT_ONLY))
+            continue
+        if same_saying(item.content) in EXAMPLE_SAYINGS:  # a small model copies the prompt's example
+            dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
+            continue
+        if not _heard(item.content, said, names):
+            if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in said):
+                forgotten += 1
+            else:
+                dropped.append(Rejection(path=path, rule=VALUE_NOT_SAID))
+            continue
+        kept.append(item)
+        grounds.append(tuple(turn.pk for turn in said))
+    summary, why = extraction.summary, ""
+    if summary is not None and same_saying(summary.content) in EXAMPLE_SAYINGS:
+        summary, why = None, "ungrounded"
+    elif summary is not None and not _heard(summary.content, users, names):
+        unheard_forgotten = forgotten or any(FORGOTTEN_MARKER in turn.text.casefold() for turn in users)
+        summary, why = None, "left_out" if unheard_forgotten else "ungrounded"
+    grounded = dataclasses.replace(extraction, items=kept, summary=summary)
+    return Grounding(grounded, dropped, grounds, forgotten, why)
+
+
+def _heard(content: str, said: list[PromptTurn], names: list[str]) -> bool:
+    """Whether every number (a resolved YYYY-MM-DD date aside) and household name of ``content`` is in ``said``."""
+    heard = "\n".join(turn.text for turn in said)
+    if _values(_ISO_DATE.sub(" ", content)) - _values(heard):
+        return False
+    speakers = {turn.speaker.casefold() for turn in said}
+    unheard = _names_in(content, names) - _names_in(heard, names)
+    return all(name.casefold() in speakers for name in unheard)
+
+
+def item_ruled(item: ExtractedItem, *, speaker: str | None) -> ExtractedItem:
+    """The item with what the model was not asked filled in by rules (what it gave anyway is kept):
+
+    - about the speaker: the item names the speaker (``about``) as whom it is about;
+    - scope: a preference of the speaker is private to them; everything else is the household's (shared);
+    - confidence: 0.9 for what was said, 0.5 for a guess;
+    - importance: 0.7 for a fact with a number, date or code in it, 0.6 for another fact, 0.5 for a
+      preference, 0.3 for a summary.
+    """
+    about_speaker = item.about_speaker
+    if about_speaker is None:
+        about_speaker = speaker is not None and item.about.strip().casefold() == speaker.casefold()
+    scope = item.scope
+    if scope is None:
+        scope = Scope.PRIVATE if about_speaker and item.kind == Kind.PREFERENCE else Scope.SHARED
+    confidence = item.confidence
+    if confidence is None:
+        confidence = GUESS_CONFIDENCE if item.inferred else STATED_CONFIDENCE
+    importance = item.importance
+    if importance is None:
+        valued = item.kind == Kind.FACT and _values(item.content)
+        importance = VALUE_IMPORTANCE if valued else IMPORTANCE.get(item.kind, IMPORTANCE["fact"])
+    return dataclasses.replace(
+        item, about_speaker=about_speaker, scope=scope, confidence=confidence, importance=importance
+    )
+
+
 def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset[str]) -> MemoryDraft:
     """An extracted item as a memory draft: a guess is ``inferred``; an unknown speaker's items are all shared.
 
@@ -318,7 +496,8 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
     conversation's, then the speaker's.
     """
     speaker = conversation.speaker
-    scope = item.scope if speaker is not None else Scope.SHARED
+    item = item_ruled(item, speaker=speaker.name if speaker is not None else None)
+    scope, about_speaker = (item.scope, item.about_speaker) if speaker is not None else (Scope.SHARED, False)
     return MemoryDraft(
         content=item.content,
         provenance=Provenance.INFERRED if item.inferred else Provenance.EXTRACTED,
@@ -333,7 +512,7 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
         scope=scope,
         owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
         room=conversation.room,
-        about=speaker if speaker is not None and item.about_speaker else None,
+        about=speaker if speaker is not None and about_speaker else None,
         source_ref=f"conversation:{conversation.pk}",
         subject=item.subject,
         predicate=item.predicate,
@@ -343,55 +522,11 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
     )
 
 
-def extraction_store(*, conversation: Conversation, extraction: Extraction) -> dict:
-    """Store a validated answer's items (embedded once, stored as one batch) and its summary; returns the stats.
-
-    A forget block drops the item and then the summary. The caller holds the transaction (and the
-    conversation's row lock): ``conversation_extract`` once the answer is validated, and the bench.
-    """
-    embedder = active_embedder()
-    texts = [item.content for item in extraction.items]
-    if extraction.summary:
-        texts.append(extraction.summary.content)
-    vectors = embedder.embed_documents(texts) if texts else []
-    languages = detection_languages(also=(conversation.language,))
-    stats = {
-        "extracted": len(extraction.items),
-        "facts": 0,
-        "preferences": 0,
-        "inferred": 0,
-        "items_rejected": len(extraction.rejected),
-        "repeats": extraction.repeats,
-        "answer": extraction.note or "whole",
-        "rejected": [r.as_dict() for r in extraction.rejected[:MAX_REJECTIONS_KEPT]],
-        "created": 0,
-        "merged": 0,
-        "skipped_forgotten": 0,
-        "memory_ids": [],
-    }
-    # An item that mentions a redacted value restates something forgotten: dropped like a blocked one.
-    redacted = [FORGOTTEN_MARKER in item.content.casefold() for item in extraction.items]
-    kept = [index for index, gone in enumerate(redacted) if not gone]
-    stored = memory_store_batch(
-        drafts=[_draft(extraction.items[index], conversation, languages) for index in kept],
-        actor=ACTOR,
-        embeddings=[vectors[index] for index in kept],
-        embedder=embedder,
-    )
-    results = dict(zip(kept, stored, strict=True))
-    stats["skipped_forgotten"] += sum(redacted)
-    for index, item in enumerate(extraction.items):
-        result = results.get(index)
-        if result is None:
-            continue
-        if result.outcome == StoreOutcome.BLOCKED:
-            stats["skipped_forgotten"] += 1
-            continue
-        stats["facts" if item.kind == "fact" else "preferences"] += 1
-        stats["inferred"] += item.inferred
-        stats[result.outcome] += 1
-        stats["memory_ids"].append(result.memory.pk)
-    if extraction.summary is None:
+def _store_summary(conversation, extraction, grounding, stats, embedder, languages, vectors) -> None:
+    """The summary after the items: left out when an item was forgotten or it names a forgotten value."""
+    if grounding is not None and grounding.summary:
+        stats["summary"] = grounding.summary
+    elif extraction.summary is None:
         stats["summary"] = "none"
     elif stats["skipped_forgotten"] or FORGOTTEN_MARKER in extraction.summary.content.casefold():
         # The summary would carry what was forgotten back in, in other words: leave it out.
@@ -409,11 +544,75 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction) -> d
         else:
             stats[result.outcome] += 1
             stats["memory_ids"].append(result.memory.pk)
+
+
+def extraction_store(*, conversation: Conversation, extraction: Extraction, grounding: Grounding | None = None) -> dict:
+    """Store a validated answer's items (embedded once, stored as one batch) and its summary; returns the stats.
+
+    With ``grounding`` (``extraction_ground``), its grounded items are stored: the dropped ones are counted
+    (``ungrounded``, their reasons in ``rejected``), and the stats' ``grounds`` map each memory to the ids of
+    the turns it comes from.
+
+    A forget block drops the item and then the summary. The caller holds the transaction (and the
+    conversation's row lock): ``conversation_extract`` once the answer is validated, and the bench.
+    """
+    ungrounded = grounding.ungrounded if grounding is not None else []
+    grounds = grounding.grounds if grounding is not None else None
+    if grounding is not None:
+        extraction = grounding.extraction
+    embedder = active_embedder()
+    texts = [item.content for item in extraction.items]
+    if extraction.summary:
+        texts.append(extraction.summary.content)
+    vectors = embedder.embed_documents(texts) if texts else []
+    languages = detection_languages(also=(conversation.language,))
+    stats = {
+        "extracted": len(extraction.items),
+        "facts": 0,
+        "preferences": 0,
+        "inferred": 0,
+        "items_rejected": len(extraction.rejected),
+        "repeats": extraction.repeats,
+        "ungrounded": len(ungrounded),
+        "answer": extraction.note or "whole",
+        "rejected": [r.as_dict() for r in [*extraction.rejected, *ungrounded][:MAX_REJECTIONS_KEPT]],
+        "grounds": {},
+        "created": 0,
+        "merged": 0,
+        "skipped_forgotten": 0,
+        "memory_ids": [],
+    }
+    # An item that mentions a redacted value restates something forgotten: dropped like a blocked one.
+    redacted = [FORGOTTEN_MARKER in item.content.casefold() for item in extraction.items]
+    kept = [index for index, gone in enumerate(redacted) if not gone]
+    stored = memory_store_batch(
+        drafts=[_draft(extraction.items[index], conversation, languages) for index in kept],
+        actor=ACTOR,
+        embeddings=[vectors[index] for index in kept],
+        embedder=embedder,
+    )
+    results = dict(zip(kept, stored, strict=True))
+    stats["skipped_forgotten"] += sum(redacted) + (grounding.forgotten if grounding is not None else 0)
+    for index, item in enumerate(extraction.items):
+        result = results.get(index)
+        if result is None:
+            continue
+        if result.outcome == StoreOutcome.BLOCKED:
+            stats["skipped_forgotten"] += 1
+            continue
+        stats["facts" if item.kind == "fact" else "preferences"] += 1
+        stats["inferred"] += item.inferred
+        stats[result.outcome] += 1
+        stats["memory_ids"].append(result.memory.pk)
+        if grounds is not None:
+            cited = stats["grounds"].setdefault(str(result.memory.pk), [])
+            cited += [pk for pk in grounds[index] if pk not in cited]
+    _store_summary(conversation, extraction, grounding, stats, embedder, languages, vectors)
     return stats
 
 
-def _store(run: _Run, extraction: Extraction, llm_ms: int) -> Conversation | None:
-    """All items or none: one transaction, under the row lock."""
+def _store(run: _Run, extraction: Extraction, llm_ms: int, turns: list[PromptTurn]) -> Conversation | None:
+    """All grounded items or none: one transaction, under the row lock."""
     try:
         with transaction.atomic():
             conversation = _locked(run.conversation.pk)
@@ -422,7 +621,9 @@ def _store(run: _Run, extraction: Extraction, llm_ms: int) -> Conversation | Non
             if conversation.extraction_blocked:
                 return _finish(conversation, ExtractionStatus.BLOCKED)
             started = time.perf_counter()
-            stats = extraction_store(conversation=conversation, extraction=extraction)
+            names = list(Person.objects.values_list("name", flat=True))
+            grounding = extraction_ground(extraction, turns, names=names)
+            stats = extraction_store(conversation=conversation, extraction=extraction, grounding=grounding)
             stats.update(
                 run.stats,
                 model=run.provider.model,
@@ -458,9 +659,10 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
         answer = ai_router.Answer()
         try:
             max_chars = transcript_max_chars(run.provider, extraction_max_tokens(user_chars))
+            turns = prompt_turns(conversation)
             extraction = extraction_ask(
                 provider=run.provider,
-                messages=_prompt(conversation, max_chars=max_chars),
+                messages=_prompt(conversation, turns, max_chars=max_chars),
                 user_chars=user_chars,
                 answer=answer,
             )
@@ -469,7 +671,7 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
         except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:
             return _fail(conversation_id, str(exc))
         run.stats.update(answer_tokens=answer.tokens, tokens_per_second=round(answer.tokens_per_second, 1))
-        result = _store(run, extraction, round((time.perf_counter() - started) * 1000))
+        result = _store(run, extraction, round((time.perf_counter() - started) * 1000), turns)
         if result is not None:
             logger.info("conversation %s: extraction %s", conversation_id, result.extraction_status)
         if extraction.note:

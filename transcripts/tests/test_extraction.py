@@ -140,8 +140,12 @@ def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_c
     assert request.body["response_format"]["json_schema"]["name"] == "memory_extraction"
     prompt = request.prompt
     assert "2025-03-14 (Friday)" in prompt and "Speaker: Anna" in prompt and '"Küche"' in prompt
-    assert "Resolve every relative date" in prompt and "absolute date" in prompt
-    assert "mostly in German" in prompt and '"inferred": false' in prompt
+    assert "Resolve relative dates" in prompt and "YYYY-MM-DD against that date" in prompt
+    assert "in one sentence in German" in prompt
+    assert '"inferred": false' in prompt and '"turns": [N]' in prompt
+    # the turns numbered for citing, and one worked example in the conversation's language
+    assert "[3] " in prompt and "Morgen kommt" in prompt.split("[3] ")[-1]
+    assert "Der WLAN-Code ist 3142." in prompt and "The wifi code" not in prompt
     assert request.body["response_format"]["json_schema"]["schema"] == EXTRACTION_SCHEMA
     assert "Morgen kommt übrigens der Schornsteinfeger" in prompt and "Gut, ich merke es mir." in prompt
 
@@ -536,7 +540,7 @@ def test_a_summary_alone_close_to_a_forgotten_item_is_dropped_too(fake_llm):
     ).memory
     memories_forget(memory_ids=[gone.pk], actor="test")
     fake_llm.reply(extraction_answer(facts=["Das Gartentor ist grün."], summary="Es ging um den Code 4711."))
-    stats = extract(talk("Das Gartentor ist übrigens grün gestrichen.")).extraction_stats
+    stats = extract(talk("Das Gartentor ist übrigens grün gestrichen, der Code ist 4711.")).extraction_stats
     assert (stats["summary"], stats["skipped_forgotten"], stats["created"]) == ("blocked", 1, 1)
 
 
@@ -724,3 +728,92 @@ def test_what_one_conversation_taught_is_each_others_context_in_recall(fake_llm)
     assert "keyword" in found["Anna hat neue Laufschuhe gekauft."]
     assert "context" in found["Im Mai läuft sie in Wien."]  # shares no word with the question
     assert "context" not in found.get("Der Kühlschrank im Keller brummt laut.", {})  # stored next, another conversation
+
+
+def item(content, turns, **fields):
+    """An item in the asked form: only what the model must judge."""
+    return {"content": content, "turns": turns, "inferred": False, "about": "", **fields}
+
+
+def asked_answer(*, facts=(), preferences=(), summary=""):
+    return json.dumps({"facts": list(facts), "preferences": list(preferences), "summary": {"content": summary}})
+
+
+def test_each_item_is_grounded_in_the_user_turns_it_cites_and_the_rest_is_dropped_text_free(fake_llm):
+    anna = PersonFactory(name="Anna")
+    PersonFactory(name="Tom")
+    conversation = ConversationFactory(speaker=anna, room=RoomFactory())
+    said = [
+        TurnFactory(conversation=conversation, role="user", speaker=anna, text="Der Code für das Gartentor ist 4711."),
+        TurnFactory(conversation=conversation, role="assistant", text="Soll ich auch 9876 für die Garage merken?"),
+        TurnFactory(conversation=conversation, role="user", speaker=anna, text="Ich trinke morgens lieber Tee."),
+    ]
+    Conversation.objects.filter(pk=conversation.pk).update(
+        ended_at=conversation.started_at + timedelta(minutes=2), extraction_status=ExtractionStatus.QUEUED
+    )
+    fake_llm.reply(
+        asked_answer(
+            facts=[
+                item("Der Code für das Gartentor ist 4711.", [1]),
+                item("Der Code für die Garage ist 9876.", [2]),  # only the assistant said it
+                item("Die Garage hat den Code 9876.", [1]),  # cites a user turn that does not hold the value
+                item("Der Keller ist feucht.", [7]),  # a turn the conversation does not have
+                item("Tom hat den Code 4711 gewählt.", [1]),  # a household member nobody named
+            ],
+            preferences=[item("Anna trinkt morgens lieber Tee.", [3], about="Anna")],
+            summary="Anna nannte den Code 4711.",
+        )
+    )
+    conversation = extract(conversation)
+    stats = conversation.extraction_stats
+    assert conversation.extraction_status == "done"
+    assert (stats["extracted"], stats["ungrounded"], stats["created"]) == (2, 4, 3)
+    rules = [(r["path"], r["rule"]) for r in stats["rejected"]]
+    assert rules == [
+        ("answer.items[1]", "cites only the assistant's turns"),
+        ("answer.items[2]", "a number, date, name or code that the cited user turns do not hold"),
+        ("answer.items[3]", "cites turn 7, which the conversation does not have"),
+        ("answer.items[4]", "a number, date, name or code that the cited user turns do not hold"),
+    ]
+    assert "9876" not in json.dumps(stats) and "Keller" not in json.dumps(stats)
+    code = Memory.objects.get(content="Der Code für das Gartentor ist 4711.")
+    tea = Memory.objects.get(content="Anna trinkt morgens lieber Tee.")
+    assert stats["grounds"] == {str(code.pk): [said[0].pk], str(tea.pk): [said[2].pk]}
+    assert not Memory.objects.filter(content__contains="9876").exists()
+    assert not Memory.objects.filter(content__contains="Tom").exists()
+    # what the model was not asked comes from rules: the speaker's preference is hers, a stated code shared
+    assert (tea.scope, tea.owner, tea.about, tea.confidence, tea.importance) == ("private", anna, anna, 0.9, 0.5)
+    assert (code.scope, code.about, code.confidence, code.importance) == ("shared", None, 0.9, 0.7)
+
+
+def test_an_answer_with_nothing_grounded_stores_nothing_and_a_summary_with_an_unsaid_value_is_dropped(fake_llm):
+    fake_llm.reply(asked_answer(facts=[item("Der Code ist 1234.", [2])], summary="Es ging um den Code 1234."))
+    conversation = extract(talk(KEY_FACT))
+    stats = conversation.extraction_stats
+    assert conversation.extraction_status == "done"
+    assert (stats["ungrounded"], stats["summary"], stats["memory_ids"]) == (1, "ungrounded", [])
+    assert not Memory.objects.exists()
+
+
+def test_a_resolved_relative_date_and_the_speakers_own_name_are_grounded(fake_llm):
+    anna = PersonFactory(name="Anna")
+    conversation = talk("Morgen kommt der Schornsteinfeger um 9 Uhr.", speaker=anna)
+    fake_llm.reply(
+        asked_answer(facts=[item("Am 2025-03-15 um 9 Uhr kommt der Schornsteinfeger zu Anna.", [1], about="Anna")])
+    )
+    stats = extract(conversation).extraction_stats
+    assert (stats["ungrounded"], stats["created"]) == (0, 1)
+
+
+def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
+    fake_llm.reply(
+        asked_answer(
+            facts=[item("Der WLAN-Code ist 3142.", [1]), item(KEY_FACT, [1])],
+            preferences=[item("Lena mag keinen Fisch.", [1])],
+            summary="Lena nannte den WLAN-Code.",
+        )
+    )
+    stats = extract(talk(KEY_FACT)).extraction_stats
+    assert (stats["ungrounded"], stats["summary"], stats["created"]) == (2, "ungrounded", 1)
+    assert {r["rule"] for r in stats["rejected"]} == {"restates the prompt's worked example"}
+    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]

@@ -147,9 +147,12 @@ def test_4_a_forgotten_code_does_not_come_back_through_extraction(assistant, fak
     assistant.end(first)
     assistant.end(second)
     assert [result for *_, result in run_jobs()] == ["done", "done"]
-    for conversation_id in (first, second):
+    # the first conversation said the code (its turn now holds the marker): the item counts as forgotten and the
+    # summary is left out; the second never said it: the item and the summary are not grounded in it
+    expected = {first: (1, 0, "left_out", 0), second: (0, 1, "ungrounded", 0)}
+    for conversation_id, outcome in expected.items():
         stats = Conversation.objects.get(pk=conversation_id).extraction_stats
-        assert (stats["skipped_forgotten"], stats["summary"], stats["created"]) == (1, "left_out", 0)
+        assert (stats["skipped_forgotten"], stats["ungrounded"], stats["summary"], stats["created"]) == outcome
     assert len(fake_llm.requests) == 2
     assert not Memory.objects.filter(content__contains="4711").exists()
     answer = assistant.tool("recall", query="Wie ist der Code für das Gartentor?")

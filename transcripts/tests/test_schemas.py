@@ -29,7 +29,7 @@ def test_a_valid_answer_becomes_items_and_a_summary():
     )
     extraction = parse(answer)
     assert [(i.kind, i.scope, i.about_speaker, i.inferred) for i in extraction.items] == [
-        ("fact", "shared", False, False),
+        ("fact", "shared", None, False),  # None: left to the rules
         ("preference", "private", True, False),
     ]
     assert extraction.items[0].subject == "Kellerschlüssel"
@@ -45,11 +45,14 @@ def test_a_guess_is_marked_inferred():
 def test_the_schema_is_generated_from_the_model_and_has_no_references():
     assert EXTRACTION_SCHEMA["required"] == ["facts", "preferences", "summary"]
     item = EXTRACTION_SCHEMA["properties"]["facts"]["items"]
-    assert item["additionalProperties"] is False and "inferred" in item["required"]
-    assert item["properties"]["confidence"] == {"maximum": 1, "minimum": 0, "title": "Confidence", "type": "number"}
+    assert item["additionalProperties"] is False
+    # only what the model must judge: the rest comes from rules in code
+    assert item["required"] == ["content", "turns", "inferred", "about"] == list(item["properties"])
+    assert item["properties"]["turns"]["items"] == {"maximum": 10000, "minimum": 1, "type": "integer"}
+    assert EXTRACTION_SCHEMA["properties"]["summary"]["required"] == ["content"]
     assert EXTRACTION_SCHEMA["properties"]["facts"]["maxItems"] == MAX_ITEMS
     assert "$ref" not in json.dumps(EXTRACTION_SCHEMA) and "$defs" not in EXTRACTION_SCHEMA
-    assert set(item["properties"]) == set(AnswerItem.model_fields)
+    assert set(item["properties"]) < set(AnswerItem.model_fields)
     assert set(EXTRACTION_SCHEMA["properties"]) == set(ExtractionAnswer.model_fields)
 
 
@@ -77,7 +80,8 @@ def answer_with(mutate):
 @pytest.mark.parametrize(
     ("mutate", "path", "rule"),
     [
-        (lambda d: d["facts"][0].pop("predicate"), "answer.facts[0].predicate", "Field required"),
+        (lambda d: d["facts"][0].update(turns=[0]), "answer.facts[0].turns[0]", "greater than or equal to 1"),
+        (lambda d: d["facts"][0].update(turns="3"), "answer.facts[0].turns", "valid list"),
         (lambda d: d["facts"][0].pop("inferred"), "answer.facts[0].inferred", "Field required"),
         (lambda d: d["facts"][0].update(inferred="yes"), "answer.facts[0].inferred", "valid boolean"),
         (lambda d: d["facts"][0].update(content="  "), "answer.facts[0].content", "at least 1 character"),
@@ -105,7 +109,7 @@ def test_a_malformed_item_is_dropped_and_reported_by_path_and_rule_never_content
         (lambda d: d.pop("summary"), "answer.summary: Field required"),
         (lambda d: d.update(preferences={}), "answer.preferences: Input should be a valid list"),
         (lambda d: d.update(summary="4711"), "answer.summary: Input should be a valid dictionary"),
-        (lambda d: d.update(summary={"content": "4711"}), "answer.summary.scope: Field required"),
+        (lambda d: d.update(summary={"scope": "shared"}), "answer.summary.content: Field required"),
     ],
 )
 def test_a_missing_or_mistyped_summary_or_list_is_reported_and_the_items_are_kept(mutate, reason):
@@ -191,20 +195,9 @@ def test_every_item_rejected_means_nothing_readable():
 def test_the_token_bound_covers_the_longest_answer_the_schema_allows():
     bound = answer_max_tokens(EXTRACTION_SCHEMA)
     longest = {
-        "facts": [
-            {
-                "content": "x" * MAX_ITEM_CHARS,
-                "inferred": False,
-                "subject": "s" * 200,
-                "predicate": "p" * 200,
-                "scope": "private",
-                "confidence": 0.123456,
-                "importance": 0.123456,
-                "about_speaker": False,
-            }
-        ]
+        "facts": [{"content": "x" * MAX_ITEM_CHARS, "turns": [10000] * 20, "inferred": False, "about": "a" * 200}]
         * MAX_ITEMS,
-        "summary": {"content": "y" * 2000, "scope": "shared", "importance": 0.5},
+        "summary": {"content": "y" * 2000},
     }
     longest["preferences"] = longest["facts"]
     assert len(json.dumps(longest)) / 3 <= bound < len(json.dumps(longest)) / 2
