@@ -47,6 +47,7 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 TICK = 0.25
 MODEL_PROBE_SECONDS, MODEL_PROBE_TIMEOUT, MODEL_PROBE_FAILURES = 10.0, 5.0, 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CLUSTER_CONN_MAX_AGE = 600  # seconds a job cluster process keeps its connection
 
 logger = logging.getLogger("justai_memory.supervisor")
 
@@ -455,9 +456,13 @@ class Supervisor:
                         env,
                         budget,
                     ),
-                    # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL).
+                    # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL); each of its
+                    # processes keeps its one connection (django-q2 closes them before it forks).
                     Child(
-                        "cluster", [sys.executable, "manage.py", "qcluster"], {**env, "DATABASE_POOL": "false"}, budget
+                        "cluster",
+                        [sys.executable, "manage.py", "qcluster"],
+                        {**env, "DATABASE_POOL": "false", "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE)},
+                        budget,
                     ),
                 ]
                 for child in children:
