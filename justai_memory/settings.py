@@ -146,14 +146,17 @@ else:
             },
         }
     }
-# Connections are never kept by a thread (CONN_MAX_AGE 0): a process borrows them from a pool of at
-# most DATABASE_POOL_MAX_SIZE (web processes, where asgi.py sets DATABASE_POOL) or opens one per
-# request or task and closes it (the job cluster, whose processes fork: a pool must not cross a fork).
+# Connections are never kept by a web thread (CONN_MAX_AGE 0): a web process borrows them from a pool of at
+# most DATABASE_POOL_MAX_SIZE (where asgi.py sets DATABASE_POOL); other processes open one per request or task
+# (the job cluster, whose processes fork: a pool must not cross a fork, keeps it; DATABASE_CONN_MAX_AGE below).
 # Connections are checked before use, so a restarted server is reconnected to. Bound: docs/serving.md.
 DATABASE_POOL = env.bool("DATABASE_POOL", default=False)
 DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=4)
 DATABASE_POOL_TIMEOUT = env.float("DATABASE_POOL_TIMEOUT", default=5.0)
-DATABASES["default"]["CONN_MAX_AGE"] = 0
+# The job cluster keeps one connection per process (DATABASE_CONN_MAX_AGE, set by the supervisor for it): its
+# processes save their status every 0.5 s, and closing after each opened ~5 sessions a second. django-q2 closes
+# every connection before it forks and drops unusable or expired ones (close_old_connections) in its loops.
+DATABASES["default"]["CONN_MAX_AGE"] = 0 if DATABASE_POOL else env.int("DATABASE_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 _options = DATABASES["default"].setdefault("OPTIONS", {})
 if DATABASE_POOL:

@@ -47,6 +47,7 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 30.0
 TICK = 0.25
 MODEL_PROBE_SECONDS, MODEL_PROBE_TIMEOUT, MODEL_PROBE_FAILURES = 10.0, 5.0, 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+CLUSTER_CONN_MAX_AGE = 600  # seconds a job cluster process keeps its connection
 
 logger = logging.getLogger("justai_memory.supervisor")
 
@@ -345,6 +346,33 @@ class Database:
             self.guard.wait(10)
 
 
+def serving_children(env: dict[str, str], budget: dict) -> list[Child]:
+    """The web server and the job cluster, once the service is prepared."""
+    return [
+        Child(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:justai_memory.gunicorn_conf",
+                "justai_memory.asgi:application",
+            ],
+            env,
+            budget,
+        ),
+        # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL); each of its
+        # processes keeps its one connection (django-q2 closes them before it forks).
+        Child(
+            "cluster",
+            [sys.executable, "manage.py", "qcluster"],
+            {**env, "DATABASE_POOL": "false", "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE)},
+            budget,
+        ),
+    ]
+
+
 def guard(read_end: int, pgdata: Path) -> None:
     """Wait for the end of file of the supervisor's pipe, then ask a postmaster still running for a fast shutdown.
 
@@ -446,25 +474,7 @@ class Supervisor:
             if model is not None and self.stop_signal is None:
                 model.wait_ready(lambda: self.stop_signal is not None)
             if self.stop_signal is None:
-                children += [
-                    Child(
-                        "web",
-                        [
-                            sys.executable,
-                            "-m",
-                            "gunicorn",
-                            "-c",
-                            "python:justai_memory.gunicorn_conf",
-                            "justai_memory.asgi:application",
-                        ],
-                        env,
-                        budget,
-                    ),
-                    # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL).
-                    Child(
-                        "cluster", [sys.executable, "manage.py", "qcluster"], {**env, "DATABASE_POOL": "false"}, budget
-                    ),
-                ]
+                children += serving_children(env, budget)
                 for child in children:
                     if child is not model:
                         child.start()

@@ -35,7 +35,9 @@ ADMIN_PASSWORD = "service-test-admin-pass"
 SECRET = "Zebra-Passwort 98765"
 STOP_LIMIT = 15.0
 WEB_WORKERS, POOL_MAX_SIZE, Q_WORKERS = 2, 4, 1
-Q_TIMEOUT, Q_RETRY = 6, 10  # a dead worker's job is re-delivered Q_RETRY s after it was taken
+# A dead worker's job is re-delivered Q_RETRY s after it was taken. Q_TIMEOUT leaves room for a restarted cluster's
+# first run, which loads the language detector (3-10 s on a loaded machine): at 6 s such a run was killed.
+Q_TIMEOUT, Q_RETRY = 20, 25
 
 
 def free_port() -> int:
@@ -226,6 +228,16 @@ def client_connections(conn: psycopg.Connection) -> int:
     return conn.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = 'justai_memory' AND backend_type = 'client backend'"
     ).fetchone()[0]
+
+
+def test_the_idle_job_cluster_keeps_its_connections(service):
+    """Its processes save their status every 0.5 s; closing the connection after each opened ~5 sessions a second."""
+    service.wait_healthy(timeout=30)
+    with service.database() as conn:
+        before = sessions_opened(conn)
+        time.sleep(10)  # the window measured, idle
+        opened = sessions_opened(conn) - before
+    assert opened <= 3, f"{opened} sessions opened in 10 idle seconds"
 
 
 def test_web_workers_borrow_connections_from_their_pool(service):
@@ -436,21 +448,26 @@ def test_an_extraction_killed_with_its_cluster_shows_in_health_and_is_retried(se
         while not [r for r in llm.requests if r.path.endswith("/chat/completions")]:
             assert time.monotonic() < deadline, "the extraction did not call the LLM"
             time.sleep(0.1)
-        cluster = service.child("qcluster")
-        cluster.kill()  # the whole cluster with the worker that runs the extraction
-        killed_at = time.monotonic()
-        stalled = None
-        while time.monotonic() < killed_at + 30:
-            response = service.health()
-            if response is not None and response.json()["components"]["extraction"].get("stalled"):
-                stalled = response.json()["components"]["extraction"]
-                break
-            time.sleep(0.3)
+        # The supervisor held: no cluster is restarted, so nothing re-delivers the job while health is read (on a
+        # loaded machine the re-delivery, Q_RETRY s after the job was taken, could come before the first health answer).
+        os.kill(service.pid, signal.SIGSTOP)
+        try:
+            cluster = service.child("qcluster")
+            os.killpg(os.getpgid(cluster.pid), signal.SIGKILL)  # the whole cluster, the extraction's worker with it
+            stalled, deadline = None, time.monotonic() + 60
+            while stalled is None and time.monotonic() < deadline:
+                response = service.health()
+                if response is not None and response.json()["components"]["extraction"].get("stalled"):
+                    stalled = response.json()["components"]["extraction"]
+                time.sleep(0.2)  # polling: the stall shows once PostgreSQL has ended the dead worker's session
+        finally:
+            os.kill(service.pid, signal.SIGCONT)
+        resumed_at = time.monotonic()
         assert stalled is not None, "the stalled extraction is not in health"
         assert stalled["stalled"] == [conversation_id] and stalled["ok"] is False
         with service.database() as conn:
             status = "running"
-            while status == "running" and time.monotonic() < killed_at + Q_RETRY + 60:
+            while status == "running" and time.monotonic() < resumed_at + Q_RETRY + 60:
                 time.sleep(0.5)
                 row = conn.execute(
                     "SELECT extraction_status, extraction_attempts FROM transcripts_conversation WHERE id = %s",
@@ -458,7 +475,7 @@ def test_an_extraction_killed_with_its_cluster_shows_in_health_and_is_retried(se
                 ).fetchone()
                 status = row[0]
         # Run again once the queue re-delivered it (Q_RETRY after it was taken); each run is an attempt.
-        assert row[0] == "done" and row[1] >= 2, row
+        assert row[0] == "done" and row[1] >= 2, (row, service.log.read_text()[-6000:])
         assert len([r for r in llm.requests if r.path.endswith("/chat/completions")]) >= 2
         assert service.health().json()["components"]["extraction"] == {"ok": True, "running": 0, "stalled": []}
 
