@@ -1,6 +1,6 @@
-"""Every admin page of the household's apps speaks the browser's language: a crawl in German finds none of the
-project's own English strings (the msgids of locale/de/LC_MESSAGES/django.po) and none of the English words a
-German-speaking tester found on main (field names, choices, "Tombstone", "Turn #11", ...)."""
+"""Every admin page of the household's apps speaks the browser's language: a crawl in German (and in Italian) finds
+none of the project's own English strings (the msgids of locale/<language>/LC_MESSAGES/django.po) and none of the
+English words a German-speaking tester found on main (field names, choices, "Tombstone", "Turn #11", ...)."""
 
 import re
 from datetime import timedelta
@@ -84,17 +84,17 @@ class VisibleText(HTMLParser):
             self.parts.append(data)
 
 
-def english_strings() -> list[str]:
-    """The project's msgids that German translates differently, as fragments a page would show."""
-    entries = po_entries(Path(settings.BASE_DIR) / "locale" / "de" / "LC_MESSAGES" / "django.po")
+def english_strings(language: str) -> list[str]:
+    """The project's msgids that ``language`` translates differently, as fragments a page would show."""
+    entries = po_entries(Path(settings.BASE_DIR) / "locale" / language / "LC_MESSAGES" / "django.po")
     found = set()
     for msgid, translation in entries.items():
-        german = translation[0] if isinstance(translation, list) else translation
+        translated = translation[0] if isinstance(translation, list) else translation
         for fragment in re.split(r"%\(\w+\)[sd]|%[sd]|\{\{[^}]*\}\}", msgid):
             fragment = fragment.strip(" .,:;()·\n")
-            # Short fragments ("room", "Tool") are words German could share or that name data; a longer
-            # one that German writes the same ("Status") is no finding.
-            if len(fragment) >= 8 and fragment not in german and " " in fragment:
+            # Short fragments ("room", "Tool") are words a language could share or that name data; one
+            # that the translation writes the same ("Status") is no finding.
+            if len(fragment) >= 8 and fragment not in translated and " " in fragment:
                 found.add(fragment)
     return sorted(found)
 
@@ -164,11 +164,15 @@ def crawl(client, language: str) -> dict[str, str]:
     return pages
 
 
-def test_every_admin_page_is_german_for_a_german_browser(admin_client, household):
-    pages = crawl(admin_client, "de-DE,de;q=0.9")
+@pytest.mark.parametrize(
+    ("language", "accept", "not_found"),
+    [("de", "de-DE,de;q=0.9", "Seite nicht gefunden"), ("it", "it-IT,it;q=0.9", "Pagina non trovata")],
+)
+def test_every_admin_page_speaks_the_browsers_language(admin_client, household, language, accept, not_found):
+    pages = crawl(admin_client, accept)
     assert len(pages) > 40
-    assert "Seite nicht gefunden" in pages["/admin/nowhere/"]
-    strings = english_strings() + ENGLISH
+    assert not_found in pages["/admin/nowhere/"]
+    strings = english_strings(language) + ENGLISH
     assert len(strings) > 100
     findings = sorted(
         {(url, s) for url, text in pages.items() for s in strings if re.search(rf"(?<!\w){re.escape(s)}(?!\w)", text)}
