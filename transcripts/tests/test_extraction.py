@@ -817,3 +817,29 @@ def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
     assert (stats["ungrounded"], stats["summary"], stats["created"]) == (2, "ungrounded", 1)
     assert {r["rule"] for r in stats["rejected"]} == {"restates the prompt's worked example"}
     assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+
+
+def test_a_long_transcript_is_read_in_windows_that_keep_the_turns_numbers(fake_llm, monkeypatch):
+    from transcripts.services import extraction
+
+    monkeypatch.setattr(extraction, "MAX_TRANSCRIPT_CHARS", 150)
+    conversation = talk(KEY_FACT, "Der Code für das Gartentor ist 4711.", "Die Katze heißt Minka.")
+    fake_llm.reply(asked_answer(facts=[item(KEY_FACT, [1])]))
+    fake_llm.reply(asked_answer(facts=[item("Der Code für das Gartentor ist 4711.", [3]), item(KEY_FACT, [1])]))
+    fake_llm.reply(asked_answer(facts=[item("Die Katze heißt Minka.", [5])], summary="Anna sprach vom Haus."))
+    conversation = extract(conversation)
+    stats = conversation.extraction_stats
+    prompts = [request.prompt for request in fake_llm.requests]
+    assert len(prompts) == 3
+    assert "[1] " in prompts[0] and "[3] " not in prompts[0].split("Transcript:")[1]
+    assert "[3] " in prompts[1].split("Transcript:")[1] and "[1] " not in prompts[1].split("Transcript:")[1]
+    assert "[5] " in prompts[2].split("Transcript:")[1]
+    assert (conversation.extraction_status, stats["extracted"], stats["repeats"], stats["ungrounded"]) == (
+        "done",
+        3,
+        1,
+        0,
+    )
+    assert sorted(Memory.objects.values_list("content", flat=True)) == sorted(
+        [KEY_FACT, "Der Code für das Gartentor ist 4711.", "Die Katze heißt Minka.", "Anna sprach vom Haus."]
+    )
