@@ -81,14 +81,13 @@ def bar_chart(days: list[date], series: dict[str, list[int]], *, label: str, run
                         tip,
                     )
                 )
-    ticks = [days[0], days[len(days) // 2], days[-1]]
+    # The first date starts at the first bar, the last ends at the chart's edge: centred, they were cut off.
+    ticks = [(days[0], left, "start"), (days[len(days) // 2], left + (len(days) // 2) * step + bar / 2, "middle")]
+    ticks.append((days[-1], width, "end"))
     axis = format_html_join(
         "",
-        '<text x="{}" y="{}" font-size="11" text-anchor="middle" fill="currentColor">{}</text>',
-        (
-            (f"{left + days.index(d) * step + bar / 2:.1f}", height - 6, date_format(d, "SHORT_DATE_FORMAT"))
-            for d in ticks
-        ),
+        '<text x="{}" y="{}" font-size="11" text-anchor="{}" fill="currentColor">{}</text>',
+        ((f"{x:.1f}", height - 6, anchor, date_format(d, "SHORT_DATE_FORMAT")) for d, x, anchor in ticks),
     )
     svg = format_html(
         '<svg viewBox="0 0 {w} {h}" width="100%" role="img" aria-label="{label}" class="status-chart">'

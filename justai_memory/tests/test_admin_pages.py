@@ -1,7 +1,8 @@
 """The household's admin pages (issue 30): status home, provenance trail, a person's page, forgetting in words,
 the admin in German and Italian, lists that fit, the note's detected language."""
 
-from datetime import UTC, datetime, timedelta
+import re
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -9,6 +10,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django_q.models import Schedule
 
+from justai_memory.status import bar_chart
 from memories.models import (
     AuditAction,
     AuditEvent,
@@ -300,3 +302,14 @@ def test_a_staff_user_sees_memory_text_and_conversations_only_with_the_permissio
     client.force_login(django_user_model.objects.get(pk=user.pk))
     assert "Zahnarzttermin" in client.get(f"{PEOPLE}{julia.pk}/overview/").content.decode()
     assert "Zahnarzttermin" in client.get(f"{CONVERSATIONS}{conversation.pk}/change/").content.decode()
+
+
+def test_the_charts_first_and_last_dates_stay_inside_the_chart():
+    """Centred on the last bar, the last date ran past the chart's edge and was cut ("03.12.2")."""
+    days = [date(2026, 11, 4) + timedelta(days=i) for i in range(30)]
+    svg = str(bar_chart(days, {"recalls": [1] * 30}, label="Recalls per day").svg)
+    width = float(re.search(r'viewBox="0 0 (\d+)', svg).group(1))
+    ticks = re.findall(r'<text x="([\d.]+)" y="[\d.]+" font-size="11" text-anchor="(\w+)"', svg)
+    first, *_, last = [(float(x), anchor) for x, anchor in ticks]
+    assert first[1] == "start" and first[0] >= 0
+    assert last == (width, "end")
