@@ -139,10 +139,13 @@ def _warm_word_frequencies() -> None:
 
 
 def _warm_dates() -> None:
+    from memories.embedders import get_embedder
     from memories.languages import household_languages
     from memories.selectors.dates import question_dates
 
-    question_dates(query=WARM_QUESTION, languages=sorted(household_languages()) or ["en"])  # dateparser's tables
+    # dateparser's tables of every language a question may be read in (a household may have no people yet).
+    languages = sorted({*household_languages(), *get_embedder().languages}) or ["en"]
+    question_dates(query=WARM_QUESTION, languages=languages)
 
 
 def _warm_keyword_statistics() -> None:
