@@ -121,3 +121,42 @@ def test_a_german_admin_searches_reads_the_settings_a_conversation_and_the_forge
     page.screenshot(path=shot, full_page=True)
     assert shot.stat().st_size > 10_000
     context.close()
+
+
+def test_the_job_lists_fit_a_laptop_screen_in_german(
+    live_server,
+    chromium,  # noqa: F811 (the fixture imported above)
+    artefacts,  # noqa: F811
+    django_user_model,
+):
+    """The job cluster's lists (django-q2's models: schedules, done and failed jobs) fit 1,366 px beside their filters."""
+    from django_q.models import Failure, Success
+
+    from justai_memory.schedules import schedules_upsert
+
+    django_user_model.objects.create_superuser("admin", "admin@example.com", PASSWORD)
+    schedules_upsert()
+    now = timezone.now()
+    for model in (Success, Failure):
+        model.objects.create(
+            id=f"{model.__name__.lower():0<32}",
+            name="memory-extract-conversation-4711",
+            func="transcripts.jobs.conversation_extract_job",
+            args=(4711,),
+            started=now - timedelta(seconds=3),
+            stopped=now,
+            success=model is Success,
+            result="ProviderUnreachable: nothing answered at http://127.0.0.1:8091/v1 for the role memory",
+            group="memory.extract",
+        )
+    context = chromium.new_context(viewport=LAPTOP, locale="de-DE")
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    log_in(page, live_server)
+    for name in ("schedule", "success", "failure"):
+        page.goto(f"{live_server.url}/admin/django_q/{name}/")
+        assert page.locator("#result_list tbody tr").count() >= 1, name
+        page.screenshot(path=artefacts / f"jobs-{name}.png", full_page=True)
+        assert overflow(page, "#changelist .results") <= 0, name
+        assert "last_run" not in page.inner_text("#changelist").lower(), name  # django-q2's untranslated title
+    context.close()
