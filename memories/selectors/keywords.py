@@ -31,12 +31,15 @@ STOP_WORD_LANGUAGES = MAIN_LANGUAGES
 # (the most common 10,000 lexemes: migration 0005 sets the column's target to 1,000), and the
 # average memory length (distinct lexemes) of the newest 1,000 memories. A lexeme missing from the
 # statistics is rarer than any tracked one: it counts as in half as many memories as the rarest.
+# reltuples is -1 while the table's size is unknown (PostgreSQL 14+: never vacuumed or analysed since it was
+# emptied), even where pg_stats still holds lexeme frequencies: those rows would count negative memories
+# and BM25's idf take the logarithm of a negative number, so there are no statistics then.
 STATISTICS_SQL = """
 SELECT e.lexeme, e.frequency * c.reltuples FROM pg_stats s
 CROSS JOIN LATERAL unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) AS e(lexeme, frequency)
 JOIN pg_class c ON c.oid = 'memories_memory'::regclass
 WHERE s.schemaname = current_schema() AND s.tablename = 'memories_memory' AND s.attname = 'search_vector'
-AND e.lexeme IS NOT NULL
+AND e.lexeme IS NOT NULL AND c.reltuples > 0
 """
 COLLECTION_SQL = """
 SELECT (SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = 'memories_memory'::regclass),

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memories.embedders import HashEmbedder, Thresholds
-from memories.models import Scope, Source
+from memories.models import Memory, Scope, Source
 from memories.selectors import keywords, recall
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
@@ -268,6 +268,22 @@ def test_before_the_first_analyze_the_statistics_are_asked_for_again_within_a_mi
         cursor.execute("ANALYZE memories_memory")  # autovacuum's first ANALYZE
     now[0] += 60
     assert keywords.keyword_statistics().rows  # counted without waiting for STATISTICS_TTL
+
+
+def test_lexeme_statistics_without_a_known_table_size_count_nothing_and_the_keyword_path_answers():
+    """PostgreSQL keeps reltuples at -1 while the table's size is unknown; frequencies times -1 were negative row
+    counts, and BM25's idf then took the logarithm of a negative number (a 500 for every keyword search)."""
+    for n in range(30):
+        MemoryFactory(content=f"Die Katze schläft im Korb Nummer {n}", language="de")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memory")
+        cursor.execute("UPDATE pg_class SET reltuples = -1 WHERE oid = 'memories_memory'::regclass")
+    keywords.forget_statistics()
+    assert keywords.keyword_statistics().rows == {}
+    hits = keywords.keyword_hits(
+        candidates=Memory.objects.all(), query="Hat Anna eine Katze?", languages=["de"], limit=5
+    )
+    assert len(hits) == 5 and all(hit.score > 0 for hit in hits)
 
 
 def conversation_memories(texts_and_vectors, *, source_ref="conversation:1", **fields):
