@@ -160,10 +160,13 @@ def test_past_the_pool_requests_wait_their_turn_then_are_told_busy_never_databas
         assert waiting == RUNNING
         queued = service.api("POST", "/internal/v1/recall", body, timeout=30)  # waits its turn, then busy
         assert busy(queued) and "no database connection became free" in queued.json()["error"], queued.text[:300]
-        # LIMIT admitted: RUNNING held and one waiting; probes until one is told "busy" at once.
-        pool.submit(service.api, "POST", "/internal/v1/recall", body, 30)
+        # LIMIT admitted: RUNNING held and one waiting; probes until one is told "busy" at once. Each round sends a
+        # waiter of its own first: on a loaded machine a single one could arrive after the probe, or leave (told
+        # busy after QUEUE_TIMEOUT) before the next probe, and a probe alone only ever waits its turn.
         deadline = time.monotonic() + 30
         while True:
+            pool.submit(service.api, "POST", "/internal/v1/recall", body, 30)
+            time.sleep(0.2)  # not synchronisation: a head start for the waiter, whatever the outcome the loop retries
             probe = service.api("POST", "/internal/v1/recall", body, timeout=30)
             if "requests at once" in probe.text or time.monotonic() > deadline:
                 break
