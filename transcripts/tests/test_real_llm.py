@@ -136,7 +136,6 @@ def test_extraction_through_a_real_llamacpp_server(
     server, proxy = llamacpp
     # What AI_MEMORY_PROVIDER=llamacpp and AI_MEMORY_BASE_URL give: the preset fills in the rest.
     settings.AI_ROLES = {"memory": {"provider": "llamacpp", "base_url": proxy.base_url}}
-    settings.AI_MAX_RETRIES = 0
     anna = PersonFactory(name="Anna", preferred_language="en")
     room = RoomFactory(name="Kitchen")
     conversation_id = api.post(
