@@ -154,7 +154,22 @@ def _warm_keyword_statistics() -> None:
     keyword_statistics()
 
 
+def _warm_urls_and_translations() -> None:
+    from django.conf import settings
+    from django.urls import get_resolver
+    from django.utils import translation
+
+    # The URL configuration is imported on the first request (the API's routes and schemas, the admin's):
+    # ~1 s, paid by the first call of whichever worker did not answer the health check. The reverse
+    # table and the translation catalogues are built per language on first use.
+    resolver = get_resolver()
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            resolver.reverse_dict  # noqa: B018 (a property that builds the table)
+
+
 WARM_STEPS = {
+    "urls and translations": _warm_urls_and_translations,
     "embedder": _warm_embedders,
     "language detector": _warm_language_detector,
     "word frequencies": _warm_word_frequencies,
