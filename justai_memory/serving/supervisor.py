@@ -234,7 +234,7 @@ class ModelServer(Child):
             self.kill_leftovers()  # the next check sees it exited and restarts it
 
 
-def embedded_model(env: dict[str, str], budget: dict) -> ModelServer | None:
+def model_server_child(env: dict[str, str], budget: dict) -> ModelServer | None:
     """The model child when the memory role's provider is ``embedded``; None (and the reason logged) otherwise."""
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
@@ -462,7 +462,7 @@ class Supervisor:
                 return 1
         children: list[Child] = []
         code = 0
-        model = embedded_model(env, budget)
+        model = model_server_child(env, budget)
         if model is not None:  # loads while prepare runs; the cluster starts once it answers (or gave up)
             model.start()
             children.append(model)

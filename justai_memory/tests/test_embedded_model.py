@@ -94,7 +94,7 @@ def test_the_run_command_starts_no_model_child_when_a_package_is_missing_and_say
     settings.AI_ROLES = {"memory": {"provider": "embedded"}}
     monkeypatch.setattr(embedded_model, "SERVER_PACKAGE", "xllamacpp_not_installed")
     with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
-        assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
+        assert supervisor.model_server_child({}, {"limit": 10, "window": 600}) is None
     assert "embedded model not started: the package xllamacpp_not_installed" in caplog.text
     assert "conversations wait for a model" in caplog.text
 
@@ -105,7 +105,7 @@ def test_the_run_command_serves_the_bundled_model_on_its_installations_port(sett
     settings.DATA_DIR = tmp_path
     env = {}
     with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
-        child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+        child = supervisor.model_server_child(env, {"limit": 10, "window": 600})
     port = embedded_port(tmp_path)
     assert (
         child.health_url == f"http://127.0.0.1:{port}/health"
@@ -124,7 +124,7 @@ def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(setting
         other.listen()
         env = {}
         with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
-            child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+            child = supervisor.model_server_child(env, {"limit": 10, "window": 600})
     port = int(env["AI_MEMORY_BASE_URL"].removeprefix("http://127.0.0.1:").removesuffix("/v1"))
     assert port != taken and child.health_url == f"http://127.0.0.1:{port}/health"
     assert f"port {taken} is taken" in caplog.text
@@ -132,4 +132,4 @@ def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(setting
 
 def test_no_model_child_for_another_provider(settings):
     settings.AI_ROLES = {"memory": {"provider": "ollama"}}
-    assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
+    assert supervisor.model_server_child({}, {"limit": 10, "window": 600}) is None
