@@ -98,7 +98,7 @@ def main() -> None:
 
     from django.utils import timezone
 
-    from justai_memory import status
+    from justai_memory.admin import status
     from memories.models import Memory
 
     days = status._days(timezone.localdate())
@@ -117,7 +117,7 @@ def main() -> None:
         for name, fn in parts.items():
             ms = median_ms(fn, args.repeat)
             print(f"{n:>9} {name:<32} {ms:>8.1f} {ms / baseline:>10.1f}")
-        with mock.patch("justai_memory.health.provider_status", return_value=offline):
+        with mock.patch("justai_memory.serving.health.provider_status", return_value=offline):
             ms = median_ms(status.admin_status, args.repeat)
         print(f"{n:>9} {'admin_status() without the probe':<32} {ms:>8.1f} {ms / baseline:>10.1f}")
 

@@ -83,7 +83,7 @@ def main() -> None:
     setup(embedder="usem3")
 
     from justai_core import ai_router
-    from justai_memory import embedded_model
+    from justai_memory.serving import embedded_model
     from memories.models import Memory
     from memories.selectors.recall import memory_recall, prompt_block
     from memories.services.embeddings import active_embedder

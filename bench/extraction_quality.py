@@ -187,10 +187,10 @@ def free_port() -> int:
 
 
 def serve_gguf(path: Path, *, threads: int, context: int, max_tokens: int) -> tuple[subprocess.Popen, str]:
-    """The embedded model's server (justai_memory.embedded_model.serve) on a free loopback port; its base URL."""
+    """The embedded model's server (justai_memory.serving.embedded_model.serve) on a free loopback port; its base URL."""
     port = free_port()
     code = (
-        "from pathlib import Path; from justai_memory.embedded_model import serve; "
+        "from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
         f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens})"
     )
     process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.DEVNULL)
@@ -233,7 +233,7 @@ def main() -> None:
     from django.conf import settings
 
     from justai_core import ai_router
-    from justai_memory import embedded_model
+    from justai_memory.serving import embedded_model
     from memories.embedders import get_embedder
     from memories.languages import language_for
     from transcripts.schemas import MalformedAnswer, extraction_parse

@@ -132,7 +132,7 @@ def serve(port: int) -> subprocess.Popen:
         sys.executable,
         "-m",
         "uvicorn",
-        "justai_memory.asgi:application",
+        "justai_memory.serving.asgi:application",
         "--host",
         "127.0.0.1",
         "--port",

@@ -42,7 +42,7 @@ class Preset:
 # Defaults per provider name; every field can be overridden by AI_<ROLE>_<FIELD>.
 PRESETS = {
     "ollama": Preset("http://127.0.0.1:11434/v1", "qwen2.5:7b-instruct", ""),
-    # The GGUF model the run command serves itself (justai_memory/embedded_model.py), on loopback at a port of
+    # The GGUF model the run command serves itself (justai_memory/serving/embedded_model.py), on loopback at a port of
     # this installation's own (embedded_base_url); the preset's URL is only a placeholder.
     "embedded": Preset("", "default", ""),
     "llamacpp": Preset("http://127.0.0.1:8080/v1", "default", ""),

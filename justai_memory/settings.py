@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from justai_memory.embedded_db import DATABASE_NAME, shared_buffers_checked
+from justai_memory.serving.embedded_db import DATABASE_NAME, shared_buffers_checked
 from memories.embedders import default_embedder
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -64,7 +64,7 @@ SILENCED_SYSTEM_CHECKS = ["security.W021", "oauth2_provider.W008"]
 # --- end of deployment security -----------------------------------------------------------------------
 
 INSTALLED_APPS = [
-    "justai_memory.admin_apps.HouseholdAdminConfig",  # django.contrib.admin with the status page as its home
+    "justai_memory.admin.apps.HouseholdAdminConfig",  # django.contrib.admin with the status page as its home
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -83,7 +83,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "justai_memory.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
+    "justai_memory.serving.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The admin's language from the browser (Accept-Language), among LANGUAGES; LANGUAGE_CODE otherwise.
@@ -96,7 +96,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "justai_memory.urls"
-WSGI_APPLICATION = "justai_memory.wsgi.application"
+WSGI_APPLICATION = "justai_memory.serving.wsgi.application"
 
 TEMPLATES = [
     {
@@ -115,7 +115,7 @@ TEMPLATES = [
 
 
 # Database: DATABASE_URL, or the embedded PostgreSQL + pgvector in EMBEDDED_DB_DIR, started by the first
-# connection a process makes (justai_memory.embedded_postgresql), never by importing these settings.
+# connection a process makes (justai_memory.serving.embedded_postgresql), never by importing these settings.
 def _database_from_url(url: str) -> dict:
     """Django's settings for a postgres:// URL; one clear ImproperlyConfigured otherwise (the URL is never echoed)."""
     if urlsplit(url).scheme not in ("postgres", "postgresql", "pgsql", "postgis"):
@@ -136,7 +136,7 @@ if _database_url := env.str("DATABASE_URL", default=""):
 else:
     DATABASES = {
         "default": {
-            "ENGINE": "justai_memory.embedded_postgresql",
+            "ENGINE": "justai_memory.serving.embedded_postgresql",
             "NAME": DATABASE_NAME,
             "USER": "postgres",
             "EMBEDDED": {
@@ -290,7 +290,7 @@ AI_MAX_RETRIES = env.int("AI_MAX_RETRIES", default=2)
 AI_PROBE_TIMEOUT = env.float("AI_PROBE_TIMEOUT", default=2.0)  # the health check's "does the provider answer"
 # The extraction answer's bound in tokens (max_tokens): the schema's limits allow ~42k, more than small servers hold.
 AI_MEMORY_MAX_TOKENS = env.int("AI_MEMORY_MAX_TOKENS", default=4096)
-# AI_MEMORY_PROVIDER=embedded: the GGUF file the run command serves (justai_memory/embedded_model.py); empty: the one
+# AI_MEMORY_PROVIDER=embedded: the GGUF file the run command serves (justai_memory/serving/embedded_model.py); empty: the one
 # `manage.py fetch_model` fetched, else the bundled smoke-test model.
 AI_MEMORY_MODEL_FILE = env.str("AI_MEMORY_MODEL_FILE", default="")
 AI_EMBEDDED_THREADS = env.int("AI_EMBEDDED_THREADS", default=2)
@@ -322,14 +322,14 @@ Q_CLUSTER = {
     "cache": "cluster",
 }
 
-# Serving (scripts/run -> justai_memory.supervisor -> gunicorn with uvicorn workers; docs/serving.md).
+# Serving (scripts/run -> justai_memory.serving.supervisor -> gunicorn with uvicorn workers; docs/serving.md).
 JUSTAI_HOST = env.str("JUSTAI_HOST", default="127.0.0.1")
 JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
 # One uvicorn worker per core: each runs Django's sync code on one thread at a time, so more workers
 # than cores only add context switches (bench/load.py at 16 clients on 2 cores: 3 workers 89 req/s,
 # recall p95 263 ms; 2 workers 102 req/s, 217 ms).
 WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
-# Admission (justai_memory/edge.py): a worker runs at most DATABASE_POOL_MAX_SIZE requests at once (one per pooled
+# Admission (justai_memory/serving/edge.py): a worker runs at most DATABASE_POOL_MAX_SIZE requests at once (one per pooled
 # connection); the others wait for their turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS admitted
 # at once (running or waiting); past either, a JSON 503 "busy" with Retry-After. A waiting request costs a coroutine.
 WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=128)
@@ -350,14 +350,14 @@ RESTART_WINDOW = env.int("RESTART_WINDOW", default=600)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Control characters from a request are escaped, a traceback's lines indented (justai_memory/log_format.py).
+    # Control characters from a request are escaped, a traceback's lines indented (justai_memory/serving/log_format.py).
     "formatters": {
         "plain": {
-            "()": "justai_memory.log_format.Formatter",
+            "()": "justai_memory.serving.log_format.Formatter",
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
-    "filters": {"client_error": {"()": "justai_memory.log_format.ClientError"}},
+    "filters": {"client_error": {"()": "justai_memory.serving.log_format.ClientError"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {

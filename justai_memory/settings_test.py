@@ -6,11 +6,13 @@ started by the first connection and deleted when the session ends.
 
 import os
 
-from justai_memory.embedded_db import shared_buffers_checked
+from justai_memory.serving.embedded_db import shared_buffers_checked
 from justai_memory.settings import *  # noqa: F403
 from justai_memory.settings import DATABASES, env
 
-if DATABASES["default"]["ENGINE"] == "justai_memory.embedded_postgresql" and not env.str("EMBEDDED_DB_DIR", default=""):
+if DATABASES["default"]["ENGINE"] == "justai_memory.serving.embedded_postgresql" and not env.str(
+    "EMBEDDED_DB_DIR", default=""
+):
     DATABASES["default"]["EMBEDDED"] = {
         "DIR": None,
         "CLEANUP": "delete",

@@ -51,6 +51,6 @@ urlpatterns = [
 ]
 
 # Errors Django answers outside any view (a foreign Host, a middleware's error): JSON on API paths.
-handler400 = "justai_memory.edge.bad_request"
-handler404 = "justai_memory.edge.not_found"
-handler500 = "justai_memory.edge.server_error"
+handler400 = "justai_memory.serving.edge.bad_request"
+handler404 = "justai_memory.serving.edge.not_found"
+handler500 = "justai_memory.serving.edge.server_error"

@@ -1,4 +1,4 @@
-"""The household settings page (one row). People and rooms are administered in ``justai_memory.admin``."""
+"""The household settings page (one row). People and rooms are administered in ``justai_memory.admin.people``."""
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied

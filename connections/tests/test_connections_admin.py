@@ -14,7 +14,7 @@ from connections.models import READ, WRITE, Access, Client, Connection
 from connections.oauth import connection_for_token
 from connections.tests.oauth_flow import authorize_query
 from connections.tests.test_oauth import MCP, REDIRECT, admin, approve, client_app, exchange, refresh  # noqa: F401
-from justai_memory.admin_trail import source_trail
+from justai_memory.admin.trail import source_trail
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db

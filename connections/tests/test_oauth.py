@@ -454,7 +454,7 @@ def mcp_gate(authorization: str, host: bytes = b"testserver") -> tuple[bool, lis
     committed (``django_db(transaction=True)``)."""
     import asyncio
 
-    from justai_memory.mcp_auth import McpAuth
+    from justai_memory.mcp.auth import McpAuth
 
     reached, sent = [], []
 

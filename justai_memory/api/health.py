@@ -1,11 +1,11 @@
-"""GET /internal/v1/health: each component's state (justai_memory.health); 503 when database, embedder or cluster is down."""
+"""GET /internal/v1/health: each component's state (justai_memory.serving.health); 503 when database, embedder or cluster is down."""
 
 from typing import Literal
 
 from ninja import Router, Schema, Status
 
 from justai_memory.api.common import ERRORS
-from justai_memory.health import health_report
+from justai_memory.serving.health import health_report
 
 router = Router(tags=["health"])
 

@@ -3,12 +3,18 @@
 import json
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django_q.models import Schedule
 
-from memories.models import Scope
+from justai_memory.admin.jobs import ScheduleAdmin
+from justai_memory.admin.people import PersonAdmin, RoomAdmin
+from justai_memory.admin.recall_preview import MemoryWithPreviewAdmin
+from justai_memory.admin.site import HouseholdAdminSite
+from memories.models import Memory, Scope
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
-from people.models import Room
+from people.models import Person, Room
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Sighting
 from transcripts.tests.factories import ConversationFactory
@@ -16,6 +22,15 @@ from transcripts.tests.factories import ConversationFactory
 pytestmark = pytest.mark.django_db
 PEOPLE = "/admin/people/person/"
 ROOMS = "/admin/people/room/"
+
+
+def test_the_household_admin_config_installs_its_site_and_registers_the_packages_admins():
+    """``justai_memory.admin`` registers nothing on import (INSTALLED_APPS imports it before the models);
+    ``HouseholdAdminConfig.ready`` does, after every app's own admin module."""
+    assert isinstance(admin.site._wrapped, HouseholdAdminSite)
+    registered = {model: type(model_admin) for model, model_admin in admin.site._registry.items()}
+    assert registered[Person] is PersonAdmin and registered[Room] is RoomAdmin
+    assert registered[Memory] is MemoryWithPreviewAdmin and registered[Schedule] is ScheduleAdmin
 
 
 def test_the_lists_show_ids_and_aliases(admin_client):

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django_q.models import Schedule
 
-from justai_memory.status import bar_chart
+from justai_memory.admin.status import bar_chart
 from memories.models import (
     AuditAction,
     AuditEvent,

@@ -171,13 +171,13 @@ def test_only_an_explicit_local_calls_a_public_address_local_and_it_is_warned_ab
 
 
 def run_command(**ai) -> subprocess.CompletedProcess:
-    """``python -m justai_memory.supervisor`` (what ./scripts/run exec's) on a database that does not answer:
+    """``python -m justai_memory.serving.supervisor`` (what ./scripts/run exec's) on a database that does not answer:
     it logs the location warnings, then its preparation fails and it exits."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "EMBEDDED_", "AI_"))}
     env.update(DATABASE_URL="postgresql://nobody@127.0.0.1:9/none", MEMORY_EMBEDDER="hash", **ai)
     root = Path(__file__).resolve().parents[2]
     return subprocess.run(
-        [sys.executable, "-m", "justai_memory.supervisor"],
+        [sys.executable, "-m", "justai_memory.serving.supervisor"],
         cwd=root,
         env=env,
         capture_output=True,

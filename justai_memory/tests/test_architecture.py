@@ -217,3 +217,20 @@ def test_the_architecture_doc_names_every_app_of_the_contract():
     layers_table = doc.split("## Apps and layers", 1)[1].split("\n## ", 1)[0]
     missing = [package for package in app_packages() if f"`{package}/`" not in layers_table]
     assert not missing, f"docs/architecture.md's table of layers lacks: {missing}"
+
+
+# At the wiring layer's top only what Django and the job cluster name by path; the rest is in packages.
+WIRING_TOP = {"__init__.py", "household.py", "schedules.py", "settings.py", "settings_test.py", "urls.py"}
+WIRING_PACKAGES = {"admin", "api", "management", "mcp", "serving", "tests"}
+
+
+def test_the_wiring_layer_keeps_its_modules_in_packages_by_what_they_are():
+    root = Path(settings.BASE_DIR) / "justai_memory"
+    assert {path.name for path in root.glob("*.py")} == WIRING_TOP
+    assert {path.parent.name for path in root.glob("*/__init__.py")} == WIRING_PACKAGES
+    doc = (Path(settings.BASE_DIR) / "docs" / "architecture.md").read_text()
+    layout = doc.split("## The wiring layer (`justai_memory/`)", 1)[1].split("\n## ", 1)[0]
+    missing = [
+        name for name in sorted(WIRING_TOP - {"__init__.py"} | WIRING_PACKAGES - {"tests"}) if f"`{name}" not in layout
+    ]
+    assert not missing, f"docs/architecture.md's layout of justai_memory/ lacks: {missing}"

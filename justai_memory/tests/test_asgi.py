@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 POOL_BEFORE = os.environ.get("DATABASE_POOL")
-from justai_memory import asgi  # noqa: E402
+from justai_memory.serving import asgi  # noqa: E402
 
 TOKEN = "asgi-test-token-0123456789"
 METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
@@ -90,7 +90,7 @@ def test_importing_the_app_into_a_configured_process_leaves_its_environment_alon
 def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_says_busy_past_its_bounds():
     """Admission(running=1, limit=3, wait=0.5): the first runs, two wait in order, the fourth is told "busy" at once;
     a waiting one that gets no turn within the wait is told "busy" too; a body is read before anything counts."""
-    from justai_memory.edge import Admission
+    from justai_memory.serving.edge import Admission
 
     async def run():
         admission = Admission(running=1, limit=3, wait=0.5)

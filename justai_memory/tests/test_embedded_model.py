@@ -11,8 +11,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from justai_core.ai_router import embedded_port
-from justai_memory import embedded_model, supervisor
-from justai_memory.embedded_model import ModelUnavailable, loopback_port, model_choice
+from justai_memory.serving import embedded_model, supervisor
+from justai_memory.serving.embedded_model import ModelUnavailable, loopback_port, model_choice
 
 
 @pytest.fixture
@@ -93,8 +93,8 @@ def test_the_model_serves_on_loopback_only(url):
 def test_the_run_command_starts_no_model_child_when_a_package_is_missing_and_says_which(settings, monkeypatch, caplog):
     settings.AI_ROLES = {"memory": {"provider": "embedded"}}
     monkeypatch.setattr(embedded_model, "SERVER_PACKAGE", "xllamacpp_not_installed")
-    with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-        assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
+    with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
+        assert supervisor.model_server_child({}, {"limit": 10, "window": 600}) is None
     assert "embedded model not started: the package xllamacpp_not_installed" in caplog.text
     assert "conversations wait for a model" in caplog.text
 
@@ -104,10 +104,13 @@ def test_the_run_command_serves_the_bundled_model_on_its_installations_port(sett
     settings.AI_MEMORY_MODEL_FILE = ""
     settings.DATA_DIR = tmp_path
     env = {}
-    with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-        child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+    with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
+        child = supervisor.model_server_child(env, {"limit": 10, "window": 600})
     port = embedded_port(tmp_path)
-    assert child.health_url == f"http://127.0.0.1:{port}/health" and child.argv[-1] == "justai_memory.embedded_model"
+    assert (
+        child.health_url == f"http://127.0.0.1:{port}/health"
+        and child.argv[-1] == "justai_memory.serving.embedded_model"
+    )
     assert "smoke-test model" in caplog.text and env == {}
 
 
@@ -120,8 +123,8 @@ def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(setting
         other.bind(("127.0.0.1", taken))
         other.listen()
         env = {}
-        with caplog.at_level(logging.INFO, logger="justai_memory.supervisor"):
-            child = supervisor.embedded_model(env, {"limit": 10, "window": 600})
+        with caplog.at_level(logging.INFO, logger="justai_memory.serving.supervisor"):
+            child = supervisor.model_server_child(env, {"limit": 10, "window": 600})
     port = int(env["AI_MEMORY_BASE_URL"].removeprefix("http://127.0.0.1:").removesuffix("/v1"))
     assert port != taken and child.health_url == f"http://127.0.0.1:{port}/health"
     assert f"port {taken} is taken" in caplog.text
@@ -129,4 +132,4 @@ def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(setting
 
 def test_no_model_child_for_another_provider(settings):
     settings.AI_ROLES = {"memory": {"provider": "ollama"}}
-    assert supervisor.embedded_model({}, {"limit": 10, "window": 600}) is None
+    assert supervisor.model_server_child({}, {"limit": 10, "window": 600}) is None

@@ -52,7 +52,7 @@ def test_three_german_conversations_through_the_bundled_model_end_done():
     service = EmbeddedService(data_dir / "data", data_dir / "service.log")
     try:
         service.start()
-        model = service.child("justai_memory.embedded_model")
+        model = service.child("justai_memory.serving.embedded_model")
         assert [c.laddr for c in model.net_connections("tcp") if c.status == psutil.CONN_LISTEN] == [
             ("127.0.0.1", service.model_port)
         ]

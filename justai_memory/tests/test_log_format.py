@@ -3,7 +3,7 @@
 import logging
 import sys
 
-from justai_memory.log_format import Formatter, control_characters_escaped
+from justai_memory.serving.log_format import Formatter, control_characters_escaped
 
 
 def record(message: str, *args, exc_info=None) -> logging.LogRecord:

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 import justai_memory
 from justai_core.errors import with_source
 from justai_memory.api.memories import FindToForgetOut, ForgetOut, RememberOut
-from justai_memory.mcp_server import FROM_HEADER, MODEL_LOCATION_HEADER
+from justai_memory.mcp.server import FROM_HEADER, MODEL_LOCATION_HEADER
 from memories.models import Memory, Scope, Tombstone
 from memories.selectors.privacy import MODEL_LOCATION_INVALID
 from memories.tests.factories import MemoryFactory
@@ -46,7 +46,7 @@ INITIALIZE = {
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 SERVE = (
     "import django, uvicorn; django.setup(); "
-    "uvicorn.run('justai_memory.asgi:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
+    "uvicorn.run('justai_memory.serving.asgi:application', host='127.0.0.1', port={port}, log_level='warning', lifespan='on')"
 )
 
 

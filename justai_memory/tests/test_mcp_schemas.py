@@ -8,8 +8,8 @@ import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 from voluptuous_openapi import convert_to_voluptuous
 
-from justai_memory import mcp_server
 from justai_memory.api.main import api
+from justai_memory.mcp import server as mcp_server
 
 # Per tool: the API operation, and the API's input fields the tool does not take (who asks and where come
 # from the MCP client's headers; the MCP client keeps its own conversation) or answer fields it leaves out.

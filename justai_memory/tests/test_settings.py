@@ -25,12 +25,12 @@ def settings_value(name: str, **env) -> subprocess.CompletedProcess:
 def test_importing_the_settings_starts_no_database(tmp_path):
     result = settings_value("DATABASES", DATABASE_URL="", EMBEDDED_DB_DIR=str(tmp_path / "pg"))
     assert result.returncode == 0, result.stderr
-    assert "justai_memory.embedded_postgresql" in result.stdout
+    assert "justai_memory.serving.embedded_postgresql" in result.stdout
     assert not (tmp_path / "pg").exists()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.supervisor"]])
+@pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.serving.supervisor"]])
 def test_a_url_that_is_no_database_url_is_one_line(argv):
     result = run([sys.executable, *argv], DATABASE_URL="notaurl")
     assert result.returncode == 1
@@ -49,7 +49,7 @@ def test_a_socket_directory_in_database_url_is_decoded():
 def test_the_web_server_s_workers_inherit_settings_with_the_pool():
     """gunicorn's arbiter reads the settings (gunicorn_conf.py) before any worker imports asgi.py, and they fork from it."""
     code = (
-        "import justai_memory.gunicorn_conf; from django.conf import settings; "
+        "import justai_memory.serving.gunicorn_conf; from django.conf import settings; "
         "print(settings.DATABASE_POOL, 'pool' in settings.DATABASES['default']['OPTIONS'])"
     )
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_POOL"))}
@@ -68,7 +68,7 @@ def test_tokens_are_trimmed():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.supervisor"]])
+@pytest.mark.parametrize("argv", [["manage.py", "check"], ["-m", "justai_memory.serving.supervisor"]])
 def test_a_short_token_is_refused_at_start(argv):
     result = run([sys.executable, *argv], INTERNAL_API_TOKENS="long-enough-token-123, tokB")
     assert result.returncode == 1

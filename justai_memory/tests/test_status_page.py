@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from justai_memory.status import problems
+from justai_memory.admin.status import problems
 from people.tests.factories import RoomFactory
 from transcripts.models import ExtractionStatus
 from transcripts.tests.factories import ConversationFactory

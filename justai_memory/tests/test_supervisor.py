@@ -2,8 +2,8 @@
 
 import pytest
 
-from justai_memory import supervisor
-from justai_memory.supervisor import GiveUp, Restarts
+from justai_memory.serving import supervisor
+from justai_memory.serving.supervisor import GiveUp, Restarts
 
 
 @pytest.fixture

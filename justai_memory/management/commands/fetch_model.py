@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from justai_memory import embedded_model
+from justai_memory.serving import embedded_model
 
 CHUNK = 1 << 20
 TIMEOUT = 60.0  # seconds without a byte

@@ -16,11 +16,7 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from justai_memory import (
-    admin_jobs,  # noqa: F401  (registers the job cluster's lists, narrowed)
-    admin_recall_preview,  # noqa: F401  (registers the memory admin with the recall preview)
-)
-from justai_memory.admin_trail import source_trail
+from justai_memory.admin.trail import source_trail
 from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
 from memories.admin.base import language_words, memory_title

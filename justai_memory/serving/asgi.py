@@ -1,13 +1,13 @@
 """ASGI entry point of the web server (gunicorn with uvicorn workers): a Starlette app, Django for all but /mcp.
 
-Routes: ``/mcp`` and everything under it go to the MCP server (``justai_memory.mcp_server``, behind
+Routes: ``/mcp`` and everything under it go to the MCP server (``justai_memory.mcp.server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
 ``Mount``); everything else goes to Django. Lifespan: the MCP SDK's session manager runs from
 startup to shutdown (it needs a running task group), and at startup each worker loads everything a
 request may need (``warm``: embedders, language detector, word frequencies, dateparser's tables,
 keyword statistics) before uvicorn takes its first request; Django has no lifespan.
 
-Admission (``justai_memory.edge.Admission``, inside the access log so that its 503s are logged): a request
+Admission (``justai_memory.serving.edge.Admission``, inside the access log so that its 503s are logged): a request
 counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
 DATABASE_POOL_MAX_SIZE requests run at once per worker, one per pooled connection; the others wait for their
 turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS at once; past either a JSON 503 "busy".
@@ -43,8 +43,8 @@ from starlette.applications import Starlette  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
 from starlette.routing import Mount, get_route_path  # noqa: E402
 
-from justai_memory import mcp_server  # noqa: E402 (needs Django set up)
-from justai_memory.edge import Admission  # noqa: E402
+from justai_memory.mcp import server as mcp_server  # noqa: E402 (needs Django set up)
+from justai_memory.serving.edge import Admission  # noqa: E402
 
 access_log = logging.getLogger("justai_memory.access")
 logger = logging.getLogger(__name__)

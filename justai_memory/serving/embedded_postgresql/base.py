@@ -9,7 +9,7 @@ The settings dict carries ``EMBEDDED``: ``DIR`` (None = a fresh temporary folder
 
 from django.db.backends.postgresql import base
 
-from justai_memory import embedded_db
+from justai_memory.serving import embedded_db
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -1,6 +1,6 @@
 """The admin's status page: the health report, extractions that need attention, consolidation, three charts.
 
-The components come from ``justai_memory.health`` (the same code as ``GET /internal/v1/health``);
+The components come from ``justai_memory.serving.health`` (the same code as ``GET /internal/v1/health``);
 the charts are SVG drawn here on the server (no script, nothing from another host). Nothing on the
 page is memory text: counts, dates, ids and the text-free extraction errors.
 """
@@ -19,8 +19,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from justai_core.ai_router import TOO_SLOW_MARK
-from justai_memory import embedded_model
-from justai_memory.health import health_report
+from justai_memory.serving import embedded_model
+from justai_memory.serving.health import health_report
 from memories.admin.filters import label_name
 from memories.models import ConsolidationRun, Memory, Provenance, RecallDay
 from transcripts.models import Conversation, ExtractionStatus

@@ -20,13 +20,13 @@ class HouseholdAdminSite(admin.AdminSite):
 
     def index(self, request, extra_context=None):
         """The status page above the list of models: health, extractions, consolidation, charts."""
-        from justai_memory.status import admin_status
+        from justai_memory.admin.status import admin_status
 
         return super().index(request, {"status": admin_status(), **(extra_context or {})})
 
     def status_json(self, request):
         """``GET /internal/v1/health``'s report for a logged-in admin (the API itself takes a bearer token)."""
-        from justai_memory.health import health_report
+        from justai_memory.serving.health import health_report
 
         body, status = health_report()
         return JsonResponse(body, status=status)

@@ -1,6 +1,6 @@
 """The model the service serves itself (``AI_MEMORY_PROVIDER=embedded``): a GGUF file behind llama.cpp's OpenAI-compatible server.
 
-The supervisor runs ``python -m justai_memory.embedded_model`` as a child (``xllamacpp``, a binary
+The supervisor runs ``python -m justai_memory.serving.embedded_model`` as a child (``xllamacpp``, a binary
 wheel of llama.cpp): on 127.0.0.1 only, until SIGTERM, at this installation's own port (derived from
 its data folder, ``ai_router.embedded_port``; a free one when that is taken; ``AI_MEMORY_BASE_URL``'s
 when set): two installations on one machine never share a model. Which file (``model_choice``):

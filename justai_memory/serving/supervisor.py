@@ -1,8 +1,8 @@
-"""The service's one process tree (``./scripts/run`` exec's ``python -m justai_memory.supervisor``).
+"""The service's one process tree (``./scripts/run`` exec's ``python -m justai_memory.serving.supervisor``).
 
     supervisor
     ├── embedded PostgreSQL (when no DATABASE_URL; its address goes to the children as DATABASE_URL)
-    ├── model: llama.cpp's server with a GGUF model (AI_MEMORY_PROVIDER=embedded; justai_memory/embedded_model.py)
+    ├── model: llama.cpp's server with a GGUF model (AI_MEMORY_PROVIDER=embedded; justai_memory/serving/embedded_model.py)
     ├── prepare: migrate, cluster status table, embedder check, schedules, first admin, collectstatic
     ├── web: gunicorn's arbiter with WEB_WORKERS uvicorn workers (it restarts its own workers)
     └── cluster: django-q2's qcluster (its sentinel restarts its own workers)
@@ -39,7 +39,7 @@ import sys
 import time
 from pathlib import Path
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 RESTART_LIMIT, RESTART_WINDOW = 10, 600.0  # defaults of the settings of the same names
 QUICK_SECONDS = 60.0  # a child that ran this long starts its backoff over
 START_TIMEOUT = 180.0  # seconds a restarted postmaster may spend in crash recovery
@@ -49,7 +49,7 @@ MODEL_PROBE_SECONDS, MODEL_PROBE_TIMEOUT, MODEL_PROBE_FAILURES = 10.0, 5.0, 3
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 CLUSTER_CONN_MAX_AGE = 600  # seconds a job cluster process keeps its connection
 
-logger = logging.getLogger("justai_memory.supervisor")
+logger = logging.getLogger("justai_memory.serving.supervisor")
 
 
 class GiveUp(Exception):
@@ -234,13 +234,13 @@ class ModelServer(Child):
             self.kill_leftovers()  # the next check sees it exited and restarts it
 
 
-def embedded_model(env: dict[str, str], budget: dict) -> ModelServer | None:
+def model_server_child(env: dict[str, str], budget: dict) -> ModelServer | None:
     """The model child when the memory role's provider is ``embedded``; None (and the reason logged) otherwise."""
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
 
     from justai_core import ai_router
-    from justai_memory import embedded_model
+    from justai_memory.serving import embedded_model
 
     try:
         provider = ai_router.provider_for("memory")
@@ -266,7 +266,7 @@ def embedded_model(env: dict[str, str], budget: dict) -> ModelServer | None:
         logger.warning("%s", choice.warning)
     logger.info("model: %s (%s) on 127.0.0.1:%s", choice.path, choice.source, port)
     return ModelServer(
-        [sys.executable, "-m", "justai_memory.embedded_model"],
+        [sys.executable, "-m", "justai_memory.serving.embedded_model"],
         env,
         budget,
         health_url=f"http://127.0.0.1:{port}/health",
@@ -278,7 +278,7 @@ class Database:
     """The embedded server, owned by the supervisor: started first, restarted when its postmaster dies, stopped last."""
 
     def __init__(self, embedded: dict, budget: dict):
-        from justai_memory import embedded_db
+        from justai_memory.serving import embedded_db
 
         self.embedded_db = embedded_db
         self.embedded = embedded
@@ -298,7 +298,7 @@ class Database:
         self.socket_dir = self.embedded_db.server_address(self.server)[0]
         read_end, self.guard_pipe = os.pipe()
         self.guard = subprocess.Popen(
-            [sys.executable, "-m", "justai_memory.supervisor", "guard", str(read_end), str(self.server.pgdata)],
+            [sys.executable, "-m", "justai_memory.serving.supervisor", "guard", str(read_end), str(self.server.pgdata)],
             cwd=BASE_DIR,
             pass_fds=[read_end],
             start_new_session=True,
@@ -356,8 +356,8 @@ def serving_children(env: dict[str, str], budget: dict) -> list[Child]:
                 "-m",
                 "gunicorn",
                 "-c",
-                "python:justai_memory.gunicorn_conf",
-                "justai_memory.asgi:application",
+                "python:justai_memory.serving.gunicorn_conf",
+                "justai_memory.serving.asgi:application",
             ],
             env,
             budget,
@@ -453,7 +453,7 @@ class Supervisor:
         db = None
         budget = {"limit": settings.RESTART_LIMIT, "window": settings.RESTART_WINDOW}
         _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans (the postmaster, when pg_ctl exits) are ours to reap
-        if database["ENGINE"] == "justai_memory.embedded_postgresql":
+        if database["ENGINE"] == "justai_memory.serving.embedded_postgresql":
             db = Database(database["EMBEDDED"], budget)
             try:
                 env["DATABASE_URL"] = db.start()
@@ -462,12 +462,12 @@ class Supervisor:
                 return 1
         children: list[Child] = []
         code = 0
-        model = embedded_model(env, budget)
+        model = model_server_child(env, budget)
         if model is not None:  # loads while prepare runs; the cluster starts once it answers (or gave up)
             model.start()
             children.append(model)
         try:
-            prepared = self._run_to_end([sys.executable, "-m", "justai_memory.supervisor", "prepare"], env)
+            prepared = self._run_to_end([sys.executable, "-m", "justai_memory.serving.supervisor", "prepare"], env)
             if prepared not in (0, None):
                 logger.error("preparing the service failed (exit code %s); stopping", prepared)
                 return 1
@@ -543,7 +543,7 @@ def prepare() -> None:
 def llm_notice() -> None:
     """Say at start when the memory role's model does not answer: conversations wait for it, and what to set."""
     from justai_core.ai_router import provider_status
-    from justai_memory.health import LLM_HINT
+    from justai_memory.serving.health import LLM_HINT
 
     status = provider_status("memory")
     if status["ok"] or status.get("provider") == "embedded":  # the embedded model is still loading; its child reports

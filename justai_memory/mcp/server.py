@@ -11,7 +11,7 @@ at once, nothing streams.
 Who asks, and where, comes from the client's configuration, never from the model: the room
 (``X-Room-Id``, required), the speaker (``X-Speaker-Id``, absent = unknown) and where the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
-leaving it out). Auth (justai_memory/mcp_auth.py): the JSON API's bearer tokens with those headers, or an
+leaving it out). Auth (justai_memory/mcp/auth.py): the JSON API's bearer tokens with those headers, or an
 OAuth token whose connection fixes room, speaker and model location (an admin chose them when approving
 the client; headers cannot change them) and whether it may only recall. Each tool calls the same
 service as the JSON API and takes the API operation's fields (their types, limits and descriptions).
@@ -50,7 +50,7 @@ from justai_memory.api.memories import (
     remembered,
 )
 from justai_memory.api.tools import TOOLS
-from justai_memory.mcp_auth import McpAuth, request_grant
+from justai_memory.mcp.auth import McpAuth, request_grant
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
 from memories.selectors.privacy import model_location_of
@@ -333,6 +333,6 @@ server.streamable_http_app(
     json_response=True,
     transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
 )
-# The ASGI app for /mcp (justai_memory/asgi.py mounts it); its session manager runs in asgi.py's lifespan.
+# The ASGI app for /mcp (justai_memory/serving/asgi.py mounts it); its session manager runs in asgi.py's lifespan.
 application = McpAuth(StreamableHTTPASGIApp(server.session_manager))
 session_manager = server.session_manager

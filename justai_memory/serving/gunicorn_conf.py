@@ -1,7 +1,7 @@
-"""gunicorn's configuration for the web server (``gunicorn -c python:justai_memory.gunicorn_conf``).
+"""gunicorn's configuration for the web server (``gunicorn -c python:justai_memory.serving.gunicorn_conf``).
 
 gunicorn's arbiter keeps WEB_WORKERS uvicorn worker processes (restarting any that dies or hangs
-longer than WEB_TIMEOUT) serving the ASGI app ``justai_memory.asgi:application``; values come
+longer than WEB_TIMEOUT) serving the ASGI app ``justai_memory.serving.asgi:application``; values come
 from the settings, which read the environment.
 """
 
@@ -17,7 +17,7 @@ from gunicorn.glogging import Logger as GunicornLogger
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
-from justai_memory.log_format import Formatter
+from justai_memory.serving.log_format import Formatter
 
 
 class HeadDeadline(H11Protocol):
@@ -70,7 +70,7 @@ class Worker(UvicornWorker):
     """uvicorn worker without uvicorn's access log and without its concurrency limit, with a deadline on heads.
 
     The access log is written by asgi.py without query strings; uvicorn's would print them. The limit
-    (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/edge.py);
+    (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/serving/edge.py);
     uvicorn's would answer text/plain.
     """
 
@@ -88,7 +88,7 @@ class Logger(GunicornLogger):
 
 bind = [f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"]
 workers = settings.WEB_WORKERS
-worker_class = "justai_memory.gunicorn_conf.Worker"
+worker_class = "justai_memory.serving.gunicorn_conf.Worker"
 timeout = settings.WEB_TIMEOUT
 graceful_timeout = max(1, settings.STOP_TIMEOUT - 3)  # in-flight requests finish; the supervisor waits longer
 keepalive = 5
@@ -96,7 +96,7 @@ keepalive = 5
 # set the address the access log shows); none unless FORWARDED_ALLOW_IPS names the proxy in front.
 forwarded_allow_ips = settings.FORWARDED_ALLOW_IPS
 accesslog = None
-logger_class = "justai_memory.gunicorn_conf.Logger"
+logger_class = "justai_memory.serving.gunicorn_conf.Logger"
 errorlog = "-"
 loglevel = settings.LOGGING["root"]["level"].lower()
 proc_name = "justai-memory-web"
