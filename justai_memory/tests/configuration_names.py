@@ -1,37 +1,35 @@
 """The environment variables the project reads, the ones docs/configuration.md and .env.example name.
 
 Read from the code, not from a list kept by hand: the settings modules (every ``env.<type>("NAME")``
-call, also those built from f-strings, recorded while the settings load in a subprocess, plus the
+call, also those built from f-strings, recorded while the settings file runs again, plus the
 literal names of branches not taken), ``os.environ`` reads anywhere in the project's code, and the
 ``${NAME:-default}`` reads of the shell scripts.
 """
 
 import ast
-import json
+import configparser
 import os
 import re
-import subprocess
-import sys
+import runpy
+import warnings
 from functools import cache
 from pathlib import Path
+from unittest import mock
+
+import environ
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = ("justai_memory", "people", "memories", "transcripts")
-NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-_RECORD_SETTINGS = """
-import json, sys
-import environ
-names = set()
-get_value = environ.Env.get_value
-def recording(self, var, *args, **kwargs):
-    names.add(var)
-    return get_value(self, var, *args, **kwargs)
-environ.Env.get_value = recording
-import django
-django.setup()
-print("NAMES " + json.dumps(sorted(names)))
-"""
+
+def contract_apps() -> tuple[str, ...]:
+    """The app packages of the import contract (.importlinter): an app added there is read too."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / ".importlinter")
+    return tuple(config["importlinter:contract:apps-stack"]["layers"].split())
+
+
+APPS = contract_apps()
+NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 def settings_files() -> list[Path]:
@@ -74,17 +72,26 @@ def names_in_python(source: str, *, settings_module: bool) -> set[str]:
 
 @cache
 def recorded_settings_names() -> frozenset[str]:
-    """What the settings read while they load (f-string names included), with a database URL that is never opened."""
+    """What the settings read while they load (f-string names included): the settings file run again in this
+    process with every ``env`` read recorded, in the environment a shell would give it (pytest's variables
+    left out) and a database URL that is never opened; the environment is restored afterwards."""
+    names = set()
+    get_value = environ.Env.get_value
+
+    def recording(self, var, *args, **kwargs):
+        names.add(var)
+        return get_value(self, var, *args, **kwargs)
+
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    environment.update(
-        DATABASE_URL="postgres://check:check@127.0.0.1:9/check", DJANGO_SETTINGS_MODULE="justai_memory.settings"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", _RECORD_SETTINGS], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    line = next(line for line in done.stdout.splitlines() if line.startswith("NAMES "))
-    return frozenset(json.loads(line.removeprefix("NAMES ")))
+    environment["DATABASE_URL"] = "postgres://check:check@127.0.0.1:9/check"
+    with (
+        mock.patch.object(environ.Env, "get_value", recording),
+        mock.patch.dict(os.environ, environment, clear=True),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")
+        runpy.run_path(str(ROOT / "justai_memory" / "settings.py"), run_name="justai_memory.recorded_settings")
+    return frozenset(names)
 
 
 def script_names() -> set[str]:

@@ -170,25 +170,52 @@ def is_slow(function: ast.FunctionDef, module: ast.Module) -> bool:
     return any("slow" in ast.unparse(mark) for mark in marks)
 
 
+def starting_functions(module: ast.Module, starting: set[str]) -> dict[str, ast.FunctionDef]:
+    """The module's functions by name; ``starting`` grows by those that start a process themselves or call
+    (or take as a fixture) one that does."""
+    functions = {node.name: node for node in ast.walk(module) if isinstance(node, ast.FunctionDef)}
+    starting |= {name for name, node in functions.items() if any(map(starts_a_process, ast.walk(node)))}
+    for _ in range(3):  # helpers that call helpers that start a process
+        starting |= {
+            name
+            for name, node in functions.items()
+            if any(isinstance(call, ast.Call) and getattr(call.func, "id", "") in starting for call in ast.walk(node))
+            or any(arg.arg in starting for arg in node.args.args)
+        }
+    return functions
+
+
+def helpers_starting_a_process(root: Path) -> tuple[dict[str, set[str]], set[str]]:
+    """``({"transcripts.tests.helpers": {names}}, conftest fixtures)``: what the tests' helper modules and
+    conftest files hold that starts a process."""
+    helpers, fixtures = {}, set()
+    for path in sorted([*root.glob("*/tests/*.py"), *root.glob("conftest.py"), *root.glob("*/conftest.py")]):
+        if path.name.startswith("test_"):
+            continue
+        starting: set[str] = set()
+        starting_functions(ast.parse(path.read_text(), filename=str(path)), starting)
+        if path.name == "conftest.py":
+            fixtures |= starting
+        helpers[".".join(path.relative_to(root).with_suffix("").parts)] = starting
+    return helpers, fixtures
+
+
 def process_starting_tests(root: Path) -> list[str]:
-    """Tests (``test_*`` functions of the apps' test packages) that start a process themselves or
-    through a helper of their own module, and are not marked ``slow``."""
+    """Tests (``test_*`` functions of the apps' test packages) that start a process themselves, through a
+    helper or fixture of their own module or of a conftest, or through a helper module's function they
+    import, and are not marked ``slow``."""
+    helpers, conftest_fixtures = helpers_starting_a_process(root)
     unmarked = []
     for path in sorted(root.glob("*/tests/test_*.py")):
         module = ast.parse(path.read_text(), filename=str(path))
-        functions = {node.name: node for node in ast.walk(module) if isinstance(node, ast.FunctionDef)}
-        starting = {name for name, node in functions.items() if any(map(starts_a_process, ast.walk(node)))}
-        for _ in range(3):  # helpers that call helpers that start a process
-            starting |= {
-                name
-                for name, node in functions.items()
-                if any(
-                    isinstance(call, ast.Call) and getattr(call.func, "id", "") in starting for call in ast.walk(node)
-                )
-            }
+        starting = set(conftest_fixtures)
+        for node in ast.walk(module):
+            if isinstance(node, ast.ImportFrom) and node.module in helpers:
+                starting |= {alias.asname or alias.name for alias in node.names if alias.name in helpers[node.module]}
+        functions = starting_functions(module, starting)
         unmarked += [
             f"{path.relative_to(root)}:{name}"
-            for name in sorted(starting)
+            for name in sorted(starting & functions.keys())
             if name.startswith("test_") and not is_slow(functions[name], module)
         ]
     return unmarked
@@ -210,6 +237,31 @@ def test_the_slow_mark_check_sees_a_helper_that_starts_a_process(tmp_path):
         "def test_quick():\n    assert True\n"
     )
     assert process_starting_tests(tmp_path) == ["app/tests/test_x.py:test_unmarked"]
+
+
+def test_the_slow_mark_check_sees_a_process_started_by_an_imported_helper_or_a_fixture(tmp_path):
+    (tmp_path / "app" / "tests").mkdir(parents=True)
+    (tmp_path / "app" / "tests" / "names.py").write_text(
+        "import subprocess\n\ndef record():\n    return subprocess.run(['true'])\n\n"
+        "def names():\n    return record()\n\ndef quiet():\n    return 1\n"
+    )
+    (tmp_path / "app" / "conftest.py").write_text(
+        "import subprocess\nimport pytest\n\n@pytest.fixture\ndef server():\n    yield subprocess.Popen(['true'])\n"
+    )
+    (tmp_path / "app" / "tests" / "test_x.py").write_text(
+        "import pytest\nfrom app.tests.names import names as read, quiet\n\n"
+        "@pytest.fixture\ndef started():\n    return read()\n\n"
+        "def test_imported():\n    read()\n\n"
+        "def test_own_fixture(started):\n    pass\n\n"
+        "def test_conftest_fixture(server):\n    pass\n\n"
+        "@pytest.mark.slow\ndef test_marked():\n    read()\n\n"
+        "def test_quick():\n    quiet()\n"
+    )
+    assert process_starting_tests(tmp_path) == [
+        "app/tests/test_x.py:test_conftest_fixture",
+        "app/tests/test_x.py:test_imported",
+        "app/tests/test_x.py:test_own_fixture",
+    ]
 
 
 def test_the_architecture_doc_names_every_app_of_the_contract():

@@ -4,6 +4,7 @@ import ast
 import re
 
 from justai_memory.tests.configuration_names import (
+    APPS,
     ROOT,
     documented_names,
     env_example_names,
@@ -37,6 +38,11 @@ def test_every_row_gives_a_default_and_a_meaning():
 def test_the_settings_reads_include_names_built_at_run_time():
     # The AI roles' names are f-strings: only the recording sees them. Without it the check above is blind to them.
     assert {"AI_MEMORY_PROVIDER", "AI_MEMORY_BASE_URL", "DJANGO_SECURE_COOKIES"} <= recorded_settings_names()
+
+
+def test_the_code_of_every_package_but_the_benches_is_read():
+    packages = {path.parent.name for path in ROOT.glob("*/__init__.py")} - {"bench"}
+    assert packages == set(APPS), "connections and justai_core read the environment too"
 
 
 def test_the_reader_finds_each_way_of_reading_a_variable():
