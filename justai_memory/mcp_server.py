@@ -1,4 +1,4 @@
-"""The memory as an MCP server (Streamable HTTP, mounted at /mcp): recall, remember, find_to_forget, forget.
+"""The memory as an MCP server (Streamable HTTP, mounted at /mcp): recall, remember, find_to_forget, forget, source.
 
 Built on the official ``mcp`` SDK (``MCPServer``): it speaks every protocol revision the clients
 use (the initialize handshake of Home Assistant and desktop assistants, and the sessionless
@@ -38,6 +38,7 @@ from justai_core.errors import ApplicationError, with_source
 from justai_memory import __version__
 from justai_memory.api.caller import Caller, caller_of_connection, caller_of_ids
 from justai_memory.api.errors import validation_messages
+from justai_memory.api.learned import SOURCE_LIMIT_DEFAULT, MemorySourceIn, MemorySourceOut, memory_sources
 from justai_memory.api.memories import (
     FindToForgetIn,
     FindToForgetOut,
@@ -82,7 +83,8 @@ INSTRUCTIONS = (
     "The household's long-term memory. Call memory_recall before answering anything that may depend on what "
     "the household told you earlier; call memory_remember only when the user asks you to remember something; "
     "to forget, call memory_find_to_forget, read the candidates to the user, ask which of them to forget, and "
-    "call memory_forget only after they said which, with those memory_ids."
+    "call memory_forget only after they said which, with those memory_ids; when asked where you learnt "
+    "something, call memory_source with that memory."
 )
 
 
@@ -306,6 +308,20 @@ def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
         return _answer(FindToForgetOut, candidates_out(found))
+
+    return _served(run, ctx)
+
+
+@server.tool(
+    name="memory_source",
+    description=_tool("memory_source"),
+    **_annotations("Where a memory comes from", **READ_ONLY),
+)
+def source(
+    query: _param(MemorySourceIn, "query"), ctx: Context, limit: _param(MemorySourceIn, "limit") = SOURCE_LIMIT_DEFAULT
+) -> str:
+    def run(caller: Caller) -> str:
+        return _answer(MemorySourceOut, memory_sources(caller=caller, query=query, limit=limit))
 
     return _served(run, ctx)
 
