@@ -13,11 +13,12 @@ Who asks, and where, comes from the client's configuration, never from the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
 leaving it out). Auth (justai_memory/mcp_auth.py): the JSON API's bearer tokens with those headers, or an
 OAuth token whose connection fixes room, speaker and model location (an admin chose them when approving
-the client; headers cannot change them) and whether it may only recall. Each tool calls the same
-service as the JSON API and takes the API operation's fields (their types, limits and descriptions).
-A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md): recall's
-prompt block; the others the API's answer as compact JSON, built by the same functions
-(justai_memory/api/memories.py).
+the client; headers cannot change them) and whether it may only recall. Either way it becomes the caller
+context the JSON API resolves too (justai_memory/api/caller.py: one location rule, one message). Each
+tool calls the same service as the JSON API and takes the API operation's fields (their types, limits
+and descriptions). A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md):
+recall's prompt block; the others the API's answer as compact JSON, built by the same functions
+(justai_memory/api/memories.py, justai_memory/api/learned.py).
 """
 
 from collections.abc import Callable
