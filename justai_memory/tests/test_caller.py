@@ -110,8 +110,9 @@ def test_a_location_the_rule_refuses_has_one_message_on_every_surface(api):
         ("/internal/v1/conversations", {"language": "de"}),
     ):
         refused = api.post(path, {"room_id": room.pk, "model_location": "mars", **body})
-        assert refused.status_code == 400 and refused.json()["field"] == "model_location", path
-    # The API's schema names the values; the rule's own message is what the MCP header gets, with its source.
+        assert refused.json() == {"error": MODEL_LOCATION_INVALID, "field": "model_location"}, path
+        assert refused.status_code == 400
+    # The API's schema refuses it in the rule's words; the MCP header gets them too, with its source.
     with pytest.raises(ToolError) as mcp_refused:
         mcp_recall({"X-Room-Id": str(room.pk), "X-Model-Location": "mars"})
     source = mcp_server.FROM_HEADER.format(header=mcp_server.MODEL_LOCATION_HEADER)
