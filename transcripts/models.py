@@ -7,6 +7,9 @@ from justai_core.locations import ModelLocation
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.models import choices_constraint
 
+# What a forget leaves in a kept turn where a forgotten value was (transcripts/services/redaction.py).
+FORGOTTEN_MARKER = "[forgotten]"
+
 
 class ExtractionStatus(models.TextChoices):
     OPEN = "open", _("conversation still open")

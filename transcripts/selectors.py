@@ -11,7 +11,7 @@ from django_q.models import OrmQ, Schedule
 
 from justai_core import ai_router
 from people.models import Person
-from transcripts.models import Conversation, Event, ExtractionStatus, Role, Sighting, Turn
+from transcripts.models import FORGOTTEN_MARKER, Conversation, Event, ExtractionStatus, Role, Sighting, Turn
 
 WORKING_MEMORY_TURNS = 30
 # The job's dotted path is stored in queued tasks and retry schedules: keep it stable.
@@ -194,5 +194,68 @@ def memory_said(*, memory_id: int, conversation: Conversation, content: str) -> 
         sentences = [part for part in _SENTENCE_END.split(turn.text) if part.strip()] or [turn.text]
         sentence = max(sentences, key=lambda part: len(_words(part) & wanted))
         speaker = turn.speaker.name if turn.speaker else None
-        said.append({"turn_id": turn_id, "sentence": sentence, "speaker": speaker, "at": turn.created_at})
+        said.append(
+            {
+                "turn_id": turn_id,
+                "sentence": sentence,
+                "speaker": speaker,
+                "speaker_id": turn.speaker_id,
+                "at": turn.created_at,
+                "redacted": FORGOTTEN_MARKER in turn.text,
+            }
+        )
     return said
+
+
+def conversation_of_source(source_ref: str) -> Conversation | None:
+    """The conversation a memory's ``source_ref`` names (``conversation:<id>``), if it is still kept."""
+    kind, _sep, ref = source_ref.partition(":")
+    if kind != "conversation" or not ref.isdigit():
+        return None
+    return Conversation.objects.filter(pk=int(ref)).first()
+
+
+def was_party_to(*, conversation: Conversation, person) -> bool:
+    """Whether ``person`` (None: an unknown speaker, never) was the conversation's speaker or spoke a turn in it."""
+    if person is None:
+        return False
+    return (
+        conversation.speaker_id == person.pk or Turn.objects.filter(conversation=conversation, speaker=person).exists()
+    )
+
+
+def memory_learned_from(*, memory, speaker) -> list[dict]:
+    """ "Where did you learn that?" for ``speaker`` (None: unknown), who may see ``memory``: per turn its extraction
+    cited, ``{turn_id, status, text, speaker_id, speaker, at}``.
+
+    ``status`` is ``said`` (the sentence of the turn closest to the memory, who said it, when), ``redacted``
+    (the same, as the turn reads since a forget redacted it: the marker, never the old text), ``deleted``
+    (the turn is gone: only its id) or ``not_shown``: the sentence may hold more than the memory, so it is
+    shown only to a speaker who was party to that conversation (its speaker, or spoke a turn in it); an
+    unknown speaker, and anyone else, gets the status alone. Empty for a memory that names no kept
+    conversation or whose extraction recorded no turns (docs/privacy.md, where a memory was learnt).
+    """
+    conversation = conversation_of_source(memory.source_ref)
+    if conversation is None:
+        return []
+    said = memory_said(memory_id=memory.pk, conversation=conversation, content=memory.content)
+    party = bool(said) and was_party_to(conversation=conversation, person=speaker)
+    learned = []
+    for entry in said:
+        shown = {"turn_id": entry["turn_id"], "text": None, "speaker_id": None, "speaker": None, "at": None}
+        if entry.get("gone"):
+            learned.append({**shown, "status": "deleted"})
+        elif not party:
+            learned.append({**shown, "status": "not_shown"})
+        else:
+            learned.append(
+                {
+                    **shown,
+                    "status": "redacted" if entry["redacted"] else "said",
+                    "text": entry["sentence"],
+                    "speaker_id": entry["speaker_id"],
+                    "speaker": entry["speaker"],
+                    "at": entry["at"],
+                }
+            )
+    return learned

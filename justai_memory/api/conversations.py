@@ -6,10 +6,11 @@ from ninja import Router, Schema, Status
 from pydantic import Field
 
 from justai_core.locations import MODEL_LOCATIONS
+from justai_memory.api.caller import caller_of
 from justai_memory.api.common import ERRORS, Id, Input, LanguageCode, Text, lookup
 from justai_memory.api.memories import TurnOut
 from memories.limits import MAX_TURNS_PER_CALL
-from people.models import Person, Room
+from people.models import Person
 from transcripts.models import Conversation, Role
 from transcripts.selectors import working_memory
 from transcripts.services.conversations import TurnDraft, conversation_end, conversation_start, turns_append
@@ -42,11 +43,9 @@ class IdOut(Schema):
 @router.post("/conversations", response={201: IdOut, **ERRORS}, url_name="internal-conversations")
 def conversations_create(request, payload: ConversationIn):
     """Start a conversation."""
+    caller = caller_of(payload)  # where its model runs, by the one rule: said, never a default
     conversation = conversation_start(
-        room=lookup(Room, payload.room_id, field="room_id"),
-        speaker=lookup(Person, payload.speaker_id, field="speaker_id"),
-        language=payload.language,
-        model_location=payload.model_location,
+        room=caller.room, speaker=caller.speaker, language=payload.language, model_location=caller.model_location
     )
     return Status(201, {"id": conversation.pk})
 

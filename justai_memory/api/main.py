@@ -11,7 +11,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest
 from ninja import NinjaAPI
 
-from justai_memory.api import conversations, health, household, ingest, memories, procedures, tools
+from justai_memory.api import conversations, health, household, ingest, learned, memories, procedures, tools
 from justai_memory.api.auth import BearerToken, token_valid
 from justai_memory.api.errors import UNAUTHORIZED, error_response, install_error_handlers
 from justai_memory.api.parser import BoundedJsonParser
@@ -56,5 +56,5 @@ api = NinjaAPI(
     docs_decorator=staff_or_token,
 )
 install_error_handlers(api)
-for module in (health, tools, memories, procedures, conversations, ingest, household):
+for module in (health, tools, memories, learned, procedures, conversations, ingest, household):
     api.add_router("", module.router)

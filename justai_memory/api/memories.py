@@ -1,6 +1,5 @@
 """Recall, remember and forget: what the assistant calls before and while it answers."""
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -8,15 +7,13 @@ from ninja import Router, Schema, Status
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from justai_core.errors import ApplicationError
-from justai_core.locations import CLOUD, MODEL_LOCATIONS
+from justai_core.locations import MODEL_LOCATIONS
+from justai_memory.api.caller import caller_of
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope, Tombstone
-from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import (
     ABOUT_SPEAKER_MAX,
-    CONVERSATION_OTHER_ROOM,
     RecalledMemory,
     RecallResult,
     memory_recall,
@@ -24,8 +21,7 @@ from memories.selectors.recall import (
 from memories.services.forget import ForgetFind, forget_request_confirm, forget_request_create
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from memories.services.store import StoreResult
-from people.models import Person, Room
-from transcripts.models import Conversation
+from people.models import Person
 from transcripts.selectors import working_memory
 
 router = Router(tags=["memories"])
@@ -38,41 +34,6 @@ ModelLocationField = Field(
     description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
     "(the cloud rule fails closed); with one, the conversation's location applies (cloud if either says so).",
 )
-
-
-@dataclass(frozen=True)
-class CallerContext:
-    """Who asks, in which room and conversation, for a model that runs where: resolved once per request."""
-
-    room: Room
-    speaker: Person | None
-    conversation: Conversation | None
-    model_location: str
-
-    @property
-    def conversation_language(self) -> str | None:
-        return self.conversation.language if self.conversation is not None else None
-
-
-def caller_of(payload, *, reads_memories: bool = True) -> CallerContext:
-    """The caller a request names: its room, speaker and conversation (404 naming the unknown id, 400 for a
-    conversation of another room) and the model location the cloud rule applies to (the one rule,
-    ``privacy.model_location_of``: a 400 naming ``model_location`` when it cannot be told). A request that
-    reads no memory text (``reads_memories=False``: remember) needs no location and gets cloud."""
-    room = lookup(Room, payload.room_id, field="room_id")
-    speaker = lookup(Person, payload.speaker_id, field="speaker_id")
-    conversation = lookup(Conversation, payload.conversation_id, field="conversation_id")
-    if conversation is not None and conversation.room_id != room.pk:
-        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
-    location = (
-        model_location_of(
-            model_location=payload.model_location,
-            stored_location=conversation.model_location if conversation is not None else None,
-        )
-        if reads_memories
-        else CLOUD
-    )
-    return CallerContext(room=room, speaker=speaker, conversation=conversation, model_location=location)
 
 
 # --- recall -------------------------------------------------------------------------------------
@@ -220,7 +181,7 @@ class FindToForgetOut(Schema):
     withheld_reason: str | None = Field(description="Why, and what to tell the user: forget with a local model.")
 
 
-def forget_candidates(found: ForgetFind) -> dict:
+def candidates_out(found: ForgetFind) -> dict:
     """FindToForgetOut from the forget service's candidates (here and in the MCP tool)."""
     return {
         "token": found.token,
@@ -241,7 +202,7 @@ def find_to_forget(request, payload: FindToForgetIn):
     found = forget_request_create(
         query=payload.query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
     )
-    return forget_candidates(found)
+    return candidates_out(found)
 
 
 def _id_list(value: Any) -> Any:

@@ -7,11 +7,11 @@ from ninja.pagination import paginate
 from pydantic import Field
 
 from justai_core.locations import MODEL_LOCATIONS
-from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, Page, lookup
+from justai_memory.api.caller import caller_of
+from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, Page
 from memories.models import Kind
 from memories.selectors.person import procedures_for
 from memories.selectors.privacy import memories_allowed_or_refuse
-from people.models import Person, Room
 
 router = Router(tags=["memories"])
 
@@ -41,7 +41,6 @@ class ProcedureOut(Schema):
 @paginate(Page)
 def memories_list(request, filters: Query[MemoriesQuery]):
     """Procedures an automation refers to: active, visible in the room (and to the speaker, if given), oldest first."""
-    room = lookup(Room, filters.room_id, field="room_id")
-    speaker = lookup(Person, filters.speaker_id, field="speaker_id")
-    memories_allowed_or_refuse(model_location=filters.model_location)
-    return procedures_for(speaker=speaker, room=room).defer("embedding")
+    caller = caller_of(filters)
+    memories_allowed_or_refuse(model_location=caller.model_location)
+    return procedures_for(speaker=caller.speaker, room=caller.room).defer("embedding")

@@ -12,6 +12,7 @@ from django.urls import reverse
 from ninja import Router, Schema
 
 from justai_memory.api.common import ERRORS, Input
+from justai_memory.api.learned import MemorySourceIn
 from justai_memory.api.memories import FindToForgetIn, ForgetIn, RememberIn
 
 router = Router(tags=["tools"])
@@ -63,6 +64,18 @@ TOOLS = [
             "Forget memories for good, after the user confirmed in the conversation which ones. Needs the token "
             "from memory_find_to_forget and, when it offered more than one candidate, memory_ids: the ids of the "
             "candidates the user chose (without them nothing is forgotten). The content is deleted permanently."
+        ),
+    ),
+    Tool(
+        tool="memory.source",
+        url_name="internal-memory-source",
+        schema=MemorySourceIn,
+        description=(
+            'Where a memory comes from, when the user asks how you know something ("where did you learn that?", '
+            '"woher weißt du das?"): pass the memory as the memory block showed it. Answers with the matching '
+            "memories, each with the sentence it was said in, who said it and when (learned_from), or a status "
+            "instead (not_shown: the user was not part of that conversation; deleted or redacted: the turn was "
+            "removed or a forgotten value was cut from it). Tell the user only that; never guess a source."
         ),
     ),
 ]

@@ -1,4 +1,4 @@
-"""The memory as an MCP server (Streamable HTTP, mounted at /mcp): recall, remember, find_to_forget, forget.
+"""The memory as an MCP server (Streamable HTTP, mounted at /mcp): recall, remember, find_to_forget, forget, source.
 
 Built on the official ``mcp`` SDK (``MCPServer``): it speaks every protocol revision the clients
 use (the initialize handshake of Home Assistant and desktop assistants, and the sessionless
@@ -13,11 +13,12 @@ Who asks, and where, comes from the client's configuration, never from the model
 runs (``X-Model-Location``: local or cloud; absent = cloud, so the cloud rule cannot be skipped by
 leaving it out). Auth (justai_memory/mcp/auth.py): the JSON API's bearer tokens with those headers, or an
 OAuth token whose connection fixes room, speaker and model location (an admin chose them when approving
-the client; headers cannot change them) and whether it may only recall. Each tool calls the same
-service as the JSON API and takes the API operation's fields (their types, limits and descriptions).
-A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md): recall's
-prompt block; the others the API's answer as compact JSON, built by the same functions
-(justai_memory/api/memories.py).
+the client; headers cannot change them) and whether it may only recall. Either way it becomes the caller
+context the JSON API resolves too (justai_memory/api/caller.py: one location rule, one message). Each
+tool calls the same service as the JSON API and takes the API operation's fields (their types, limits
+and descriptions). A result is one text, no structuredContent (docs/decisions/0010-mcp-results-as-text.md):
+recall's prompt block; the others the API's answer as compact JSON, built by the same functions
+(justai_memory/api/memories.py, justai_memory/api/learned.py).
 """
 
 from collections.abc import Callable
@@ -36,7 +37,9 @@ from pydantic import Field, ValidationError
 from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError, with_source
 from justai_memory import __version__
+from justai_memory.api.caller import Caller, caller_of_connection, caller_of_ids
 from justai_memory.api.errors import validation_messages
+from justai_memory.api.learned import SOURCE_LIMIT_DEFAULT, MemorySourceIn, MemorySourceOut, memory_sources
 from justai_memory.api.memories import (
     FindToForgetIn,
     FindToForgetOut,
@@ -45,7 +48,7 @@ from justai_memory.api.memories import (
     RecallIn,
     RememberIn,
     RememberOut,
-    forget_candidates,
+    candidates_out,
     forgotten,
     remembered,
 )
@@ -53,7 +56,6 @@ from justai_memory.api.tools import TOOLS
 from justai_memory.mcp.auth import McpAuth, request_grant
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
-from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
 from memories.services.remember import memory_remember
@@ -74,6 +76,7 @@ HEADER_OF = {
     "speaker_id": SPEAKER_HEADER,
     "model_location": MODEL_LOCATION_HEADER,
 }
+UNKNOWN_WHAT = {"room_id": Room._meta.verbose_name, "speaker_id": Person._meta.verbose_name}
 FROM_ARGUMENT = "argument {field}"
 FROM_CONNECTION = "chosen when this connection was approved; an admin can approve it again with another choice"
 
@@ -81,7 +84,8 @@ INSTRUCTIONS = (
     "The household's long-term memory. Call memory_recall before answering anything that may depend on what "
     "the household told you earlier; call memory_remember only when the user asks you to remember something; "
     "to forget, call memory_find_to_forget, read the candidates to the user, ask which of them to forget, and "
-    "call memory_forget only after they said which, with those memory_ids."
+    "call memory_forget only after they said which, with those memory_ids; when asked where you learnt "
+    "something, call memory_source with that memory."
 )
 
 
@@ -127,66 +131,69 @@ class MemoryServer(MCPServer):
 server = MemoryServer("justai-memory", version=__version__, instructions=INSTRUCTIONS)
 
 
-class Caller:
-    """The room, speaker and model location of one MCP request: an OAuth connection's, or from the headers."""
+def _header_id(headers, header: str, *, required: bool) -> int | None:
+    """The id a header names (None when it is absent and may be): a tool error when it is missing or no id."""
+    value = (headers.get(header) or "").strip()
+    if not value:
+        if required:
+            raise ToolError(HEADER_MISSING.format(header=header))
+        return None
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ID:
+        raise ToolError(HEADER_NOT_AN_ID.format(header=header))
+    return int(value)
 
-    def __init__(self, ctx: Context):
-        grant = request_grant(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
-        self.connection = grant.connection
-        if self.connection is not None:
-            self.room, self.speaker = self.connection.room, self.connection.speaker
-            # The one rule (memories.selectors.privacy): a stored location other than local is cloud.
-            self.model_location = model_location_of(model_location=None, stored_location=self.connection.model_location)
-            return
-        headers = ctx.headers or {}
-        self.room = self._object(headers, ROOM_HEADER, Room, required=True)
-        self.speaker = self._object(headers, SPEAKER_HEADER, Person, required=False)
-        said = (headers.get(MODEL_LOCATION_HEADER) or "").strip().lower()
-        try:
-            # No header (or an empty one) is cloud: the rule cannot be skipped by leaving it out.
-            self.model_location = model_location_of(model_location=said or None, required=False)
-        except ApplicationError as exc:
-            raise ToolError(with_source(exc.message, FROM_HEADER.format(header=MODEL_LOCATION_HEADER))) from None
 
-    def source_of(self, field: str) -> str:
-        """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
-        if field in HEADER_OF:
-            return FROM_CONNECTION if self.connection is not None else FROM_HEADER.format(header=HEADER_OF[field])
-        return FROM_ARGUMENT.format(field=field)
+def caller_of_request(ctx: Context) -> Caller:
+    """The caller of one MCP request (the shared context, justai_memory/api/caller.py): an OAuth connection's,
+    or the one the headers name. No ``X-Model-Location`` (or an empty one) is cloud: the rule cannot be
+    skipped by leaving it out; a value it refuses is its message with the header as the source."""
+    grant = request_grant(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
+    if grant.connection is not None:
+        return caller_of_connection(grant.connection)
+    headers = ctx.headers or {}
+    room_id = _header_id(headers, ROOM_HEADER, required=True)
+    speaker_id = _header_id(headers, SPEAKER_HEADER, required=False)
+    said = (headers.get(MODEL_LOCATION_HEADER) or "").strip().lower()
+    try:
+        return caller_of_ids(
+            room_id=room_id, speaker_id=speaker_id, model_location=said or None, location_required=False
+        )
+    except ApplicationError as exc:
+        header = HEADER_OF[exc.field]
+        if exc.status == 404:
+            what = UNKNOWN_WHAT[exc.field]
+            pk = room_id if exc.field == "room_id" else speaker_id
+            raise ToolError(HEADER_UNKNOWN.format(header=header, what=what, pk=pk)) from None
+        raise ToolError(with_source(exc.message, FROM_HEADER.format(header=header))) from None
 
-    def error(self, exc: ApplicationError) -> ToolError:
-        """A service's error as the model reads it: its message and where the input at fault comes from."""
-        field = exc.needs or exc.field
-        return ToolError(with_source(exc.message, self.source_of(field)) if field else exc.message)
 
-    @staticmethod
-    def _object(headers, header: str, model, *, required: bool):
-        value = (headers.get(header) or "").strip()
-        if not value:
-            if required:
-                raise ToolError(HEADER_MISSING.format(header=header))
-            return None
-        if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= MAX_ID:
-            raise ToolError(HEADER_NOT_AN_ID.format(header=header))
-        found = model.objects.filter(pk=int(value)).first()
-        if found is None:
-            raise ToolError(HEADER_UNKNOWN.format(header=header, what=model._meta.verbose_name, pk=value))
-        return found
+def source_of(caller: Caller, field: str) -> str:
+    """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
+    if field in HEADER_OF:
+        return FROM_CONNECTION if caller.connection is not None else FROM_HEADER.format(header=HEADER_OF[field])
+    return FROM_ARGUMENT.format(field=field)
+
+
+def tool_error(caller: Caller, exc: ApplicationError) -> ToolError:
+    """A service's error as the model reads it: its message and where the input at fault comes from."""
+    field = exc.needs or exc.field
+    return ToolError(with_source(exc.message, source_of(caller, field)) if field else exc.message)
 
 
 def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
-    """Run one tool call in its worker thread: the caller from the headers, service errors as tool errors.
+    """Run one tool call in its worker thread: the caller from the connection or headers, service errors as
+    tool errors.
 
     The thread's database connection is handed back afterwards (as Django does at the end of a
     request), so tool calls never hold more connections than the pool allows.
     """
     close_old_connections()
     try:
-        caller = Caller(ctx)
+        caller = caller_of_request(ctx)
         try:
             return fn(caller)
         except ApplicationError as exc:
-            raise caller.error(exc) from None
+            raise tool_error(caller, exc) from None
     finally:
         close_old_connections()
 
@@ -301,7 +308,21 @@ def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
         found = forget_request_create(
             query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
         )
-        return _answer(FindToForgetOut, forget_candidates(found))
+        return _answer(FindToForgetOut, candidates_out(found))
+
+    return _served(run, ctx)
+
+
+@server.tool(
+    name="memory_source",
+    description=_tool("memory_source"),
+    **_annotations("Where a memory comes from", **READ_ONLY),
+)
+def source(
+    query: _param(MemorySourceIn, "query"), ctx: Context, limit: _param(MemorySourceIn, "limit") = SOURCE_LIMIT_DEFAULT
+) -> str:
+    def run(caller: Caller) -> str:
+        return _answer(MemorySourceOut, memory_sources(caller=caller, query=query, limit=limit))
 
     return _served(run, ctx)
 

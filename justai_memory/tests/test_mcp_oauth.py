@@ -239,7 +239,7 @@ def test_home_assistants_requests_connect_with_the_url_alone(mcp_url, household,
     assert refused.is_error and "may only recall" in refused.content[0].text
     assert not Memory.objects.filter(content__contains="Mimi").exists()
     # Approved for recall only: the model is offered the reading tools only.
-    assert {tool.name for tool in listed} == {"memory_recall", "memory_find_to_forget"}
+    assert {tool.name for tool in listed} == {"memory_recall", "memory_find_to_forget", "memory_source"}
     contents = recalled_text(recalled)
     assert (
         "The spare key is in the blue tin in the kitchen." in contents and "Anna's spare key code is 4711." in contents

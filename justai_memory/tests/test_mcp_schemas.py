@@ -21,6 +21,10 @@ TOOLS = {
         {"room_id", "speaker_id", "conversation_id", "model_location"},
     ),
     "memory_forget": ("/internal/v1/memories/forget", {"speaker_id"}),
+    "memory_source": (
+        "/internal/v1/memories/source",
+        {"room_id", "speaker_id", "conversation_id", "model_location"},
+    ),
 }
 
 
@@ -90,6 +94,7 @@ HINTS = {
     "memory_remember": ("Remember", False, False, True),
     "memory_find_to_forget": ("Find what to forget", True, None, None),
     "memory_forget": ("Forget", False, True, True),
+    "memory_source": ("Where a memory comes from", True, None, None),
 }
 
 

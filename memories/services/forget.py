@@ -26,7 +26,7 @@ from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.scopes import duplicate_scope
 from memories.selectors.forget import forget_candidates, forget_with_duplicates
 from memories.selectors.person import person_memories
-from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for, model_location_of
+from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 from memories.services.store import duplicate_scopes_lock
@@ -123,9 +123,10 @@ def forget_request_create(*, query: str, speaker, room, model_location: str) -> 
     there is nothing to confirm: no token, nothing stored. When the model that would read the
     candidates out runs in the cloud and the household does not allow that (``model_location``, the
     cloud rule), nothing is searched or stored either: the answer says to ask for a local model.
+    ``model_location`` is the caller's, resolved once (``privacy.model_location_of``); anything but local is
+    judged as cloud.
     """
-    location = model_location_of(model_location=model_location)
-    if not memories_allowed_for(model_location=location):
+    if not memories_allowed_for(model_location=model_location):
         logger.info("forget request withheld: cloud model")
         return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)
     candidates = forget_candidates(query=query, speaker=speaker, room=room)

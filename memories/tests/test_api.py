@@ -38,7 +38,7 @@ def test_a_missing_or_wrong_token_is_refused_and_writes_nothing(client, api_toke
 def test_tools_are_openai_function_schemas_with_a_route_each(api):
     body = api.get(TOOLS).json()
     names = [tool["function"]["name"] for tool in body["tools"]]
-    assert names == ["memory_remember", "memory_find_to_forget", "memory_forget"]
+    assert names == ["memory_remember", "memory_find_to_forget", "memory_forget", "memory_source"]
     for tool in body["tools"]:
         function = tool["function"]
         assert tool["type"] == "function" and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", function["name"])

@@ -23,11 +23,10 @@ from memories.models import Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
 from people.models import Household
-from transcripts.models import Turn
+from transcripts.models import FORGOTTEN_MARKER, Turn
 
 logger = logging.getLogger(__name__)
 
-FORGOTTEN_MARKER = "[forgotten]"
 # What extraction would make one item of: a sentence (a turn may say several things).
 _SENTENCE_END = re.compile(r"(?<=[.!?…;])\s+|\n+")
 SCAN_CHUNK = 2000
