@@ -13,9 +13,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from connections.models import Connection
 from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, LOCAL
-from justai_memory import mcp_server
 from justai_memory.api.caller import caller_of_connection, caller_of_ids
-from justai_memory.mcp_auth import ALL_SCOPES, CALLER_KEY, Grant
+from justai_memory.mcp import server as mcp_server
+from justai_memory.mcp.auth import ALL_SCOPES, CALLER_KEY, Grant
 from memories.models import ForgetRequest
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, MODEL_LOCATION_INVALID, MODEL_LOCATION_REQUIRED
 from memories.services.forget import forget_request_create

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-from justai_memory import mcp_server
 from justai_memory.api.common import NOT_FOUND
-from justai_memory.mcp_auth import ALL_SCOPES, CALLER_KEY, Grant
+from justai_memory.mcp import server as mcp_server
+from justai_memory.mcp.auth import ALL_SCOPES, CALLER_KEY, Grant
 from memories.models import MemoryAccess, Provenance, RecallDay, Scope, Source, Status
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
