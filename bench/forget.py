@@ -145,7 +145,7 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
         )
         forgotten = {}
         for fact in household["forgotten"]:
-            draft = MemoryDraft(
+            draft = MemoryDraft.build(
                 content=fact["text"], language=fact["lang"], provenance=Provenance.CONFIRMED, source=Source.TOOL
             )
             forgotten[fact["id"]] = fact
@@ -341,7 +341,9 @@ def redaction_bench(*, turns: int, trials: int) -> None:
                 ["text"],
             )
             Tombstone.objects.all().delete()
-            draft = MemoryDraft(content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL)
+            draft = MemoryDraft.build(
+                content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL
+            )
             pk = memory_store(draft=draft, actor="bench").memory.pk
             _, took = timed(lambda pk=pk: memories_forget(memory_ids=[pk], actor="bench"))
             timings[redact].append(took)
