@@ -203,7 +203,7 @@ def step_breakdown(*, path, conversations, embedder) -> dict[str, list[float]]:
     from memories.embedders import vector_array_literal
     from memories.models import Tombstone
     from memories.selectors import nearest, tombstones
-    from transcripts.services import extraction
+    from memories.services import store as store_service
 
     spent: dict[str, float] = {}
 
@@ -223,7 +223,7 @@ def step_breakdown(*, path, conversations, embedder) -> dict[str, list[float]]:
 
     patches = [
         (embedder, "embed_documents", f"embedding ({embedder.name}, the items and the summary)"),
-        (extraction, "language_for", "language of each item (lingua)"),
+        (store_service, "language_for", "language of each item (lingua)"),
         (tombstones, "text_digests", "forget blocks: digests and word marks of the texts (Python)"),
         (tombstones, "vector_array_literal", "vectors as SQL literals (Python)"),
         (nearest, "vector_array_literal", "vectors as SQL literals (Python)"),
@@ -314,7 +314,7 @@ def growth() -> None:
         noise = rng.normal(0, 0.02, size=(count, base.shape[1])).astype(np.float32)
         vectors = unit(base[ids % len(pool)] + 0.35 * others + noise)
         drafts = [
-            MemoryDraft(
+            MemoryDraft.build(
                 content=f"{pool[i % len(pool)]} ({i})",
                 provenance="extracted",
                 source="session",

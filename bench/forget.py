@@ -145,7 +145,7 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
         )
         forgotten = {}
         for fact in household["forgotten"]:
-            draft = MemoryDraft(
+            draft = MemoryDraft.build(
                 content=fact["text"], language=fact["lang"], provenance=Provenance.CONFIRMED, source=Source.TOOL
             )
             forgotten[fact["id"]] = fact
@@ -341,7 +341,9 @@ def redaction_bench(*, turns: int, trials: int) -> None:
                 ["text"],
             )
             Tombstone.objects.all().delete()
-            draft = MemoryDraft(content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL)
+            draft = MemoryDraft.build(
+                content=secret, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL
+            )
             pk = memory_store(draft=draft, actor="bench").memory.pk
             _, took = timed(lambda pk=pk: memories_forget(memory_ids=[pk], actor="bench"))
             timings[redact].append(took)
@@ -385,7 +387,7 @@ def main() -> None:
     from pgvector.django import CosineDistance
 
     from memories.models import Memory, Provenance, Source, Tombstone
-    from memories.selectors.forget import forget_candidates
+    from memories.selectors.forget import forget_matches
     from memories.selectors.tombstones import tombstone_hits
     from memories.services.embeddings import active_embedder
     from memories.services.forget import forget_request_confirm, forget_request_create
@@ -422,7 +424,7 @@ def main() -> None:
         counts, find_ms, base_ms = [], [], []
         for d, e in sample:
             query = make(d, e)
-            candidates, took = timed(lambda q=query: forget_candidates(query=q, speaker=None, room=room))
+            candidates, took = timed(lambda q=query: forget_matches(query=q, speaker=None, room=room))
             _, base_took = timed(lambda q=query: baseline(q))
             find_ms.append(took)
             base_ms.append(base_took)
@@ -432,7 +434,7 @@ def main() -> None:
             counts.append(len(found))
         n = len(sample)
         print(f" {label}: hit@1 {hit1 / n:.2f}  hit@5 {hit5 / n:.2f}  candidates/request {statistics.mean(counts):.2f}")
-        row("forget_candidates", find_ms)
+        row("forget_matches", find_ms)
         row("baseline: embed + top-5 vector query", base_ms)
 
     flows = sample[: args.flows]

@@ -122,7 +122,7 @@ def store_conversations(samples, *, embedder):
         room, _ = Room.objects.get_or_create(name=f"LoCoMo {sample['sample_id']}")
         turns = turns_of(sample)
         drafts = [
-            MemoryDraft(
+            MemoryDraft.build(
                 content=text,
                 provenance=Provenance.EXTRACTED,
                 source=Source.SESSION,

@@ -108,7 +108,7 @@ def main() -> None:
         for pi, p in enumerate(german):
             row = []
             for sentence in p["sentences"]:
-                draft = MemoryDraft(
+                draft = MemoryDraft.build(
                     content=sentence,
                     provenance=Provenance.CONFIRMED,
                     source=Source.SESSION,

@@ -67,16 +67,30 @@ def choices_constraint(field: str, choices: type[models.TextChoices], name: str)
     return models.CheckConstraint(condition=Q(**{f"{field}__in": choices.values}), name=name)
 
 
+# The holder rule, in one place: a private memory (or forget block) is held by its owner, a room one
+# by its room, shared and system ones by neither. The table's constraint below, the write paths'
+# check and what a memory of a scope keeps (memories.scopes) all read it.
+SCOPE_HOLDER = {Scope.PRIVATE: "owner", Scope.ROOM: "room", Scope.SHARED: None, Scope.SYSTEM: None}
+
+
+def _scope_holder_q() -> Q:
+    """``SCOPE_HOLDER`` as a condition: per holder, its scopes with that column set and the other empty."""
+    holders = {
+        holder: [scope for scope, held in SCOPE_HOLDER.items() if held == holder] for holder in SCOPE_HOLDER.values()
+    }
+    condition = Q()
+    for holder, scopes in holders.items():
+        scope_q = {"scope": scopes[0]} if len(scopes) == 1 else {"scope__in": scopes}
+        condition |= Q(**scope_q, owner__isnull=holder != "owner", room__isnull=holder != "room")
+    return condition
+
+
 def scope_constraints(prefix: str) -> list[models.CheckConstraint]:
     """Private needs an owner and no room; room needs a room and no owner; shared/system have neither."""
     return [
         choices_constraint("scope", Scope, f"{prefix}_scope_valid"),
         models.CheckConstraint(
-            condition=(
-                Q(scope=Scope.PRIVATE, owner__isnull=False, room__isnull=True)
-                | Q(scope=Scope.ROOM, owner__isnull=True, room__isnull=False)
-                | Q(scope__in=[Scope.SHARED, Scope.SYSTEM], owner__isnull=True, room__isnull=True)
-            ),
+            condition=_scope_holder_q(),
             name=f"{prefix}_scope_owner_room",
             violation_error_message="Private needs an owner (and no room), room needs a room (and no owner), "
             "shared and system have neither.",

@@ -5,16 +5,36 @@ from typing import NamedTuple
 
 from django.db.models import Q
 
-from memories.models import Scope
+from justai_core.errors import ApplicationError
+from memories.models import SCOPE_HOLDER, Scope
+
+# Per holder (memories.models.SCOPE_HOLDER): the message when it is missing, and what the caller must send.
+HOLDER_MISSING = {
+    "owner": ("A private memory needs its owner, a known speaker.", "speaker_id"),
+    "room": ("A room memory needs a room.", "room_id"),
+}
 
 
 def scope_holders(*, scope: str, owner, room) -> tuple:
     """(owner, room) as a memory of ``scope`` stores them: an owner only when private, a room only when room-scoped.
 
-    Whether a private memory has an owner (or a room memory a room) is checked by the callers'
-    messages and by the table's constraints; this only clears what the scope does not use.
+    This only clears what the scope does not use; ``scope_holders_check`` refuses a missing holder.
     """
-    return (owner if scope == Scope.PRIVATE else None, room if scope == Scope.ROOM else None)
+    holder = SCOPE_HOLDER.get(scope)
+    return (owner if holder == "owner" else None, room if holder == "room" else None)
+
+
+def scope_holders_check(*, scope: str, owner, room) -> tuple:
+    """``scope_holders``, after refusing a scope without its holder: ApplicationError naming the field
+    ``scope`` and what is needed (``speaker_id`` for a private memory's owner, ``room_id`` for a room's).
+
+    The write paths' side of the rule the table's constraint holds (every new draft, every edit).
+    """
+    holder = SCOPE_HOLDER.get(scope)
+    if holder is not None and {"owner": owner, "room": room}[holder] is None:
+        message, needs = HOLDER_MISSING[holder]
+        raise ApplicationError(message, field="scope", needs=needs)
+    return scope_holders(scope=scope, owner=owner, room=room)
 
 
 class DuplicateScope(NamedTuple):

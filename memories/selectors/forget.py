@@ -91,7 +91,7 @@ def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[tup
     return [(pk, similarity) for pk, similarity in rows if similarity >= best - VECTOR_MARGIN]
 
 
-def forget_candidates(*, query: str, speaker, room, limit: int = FORGET_CANDIDATES_MAX) -> list[Memory]:
+def forget_matches(*, query: str, speaker, room, limit: int = FORGET_CANDIDATES_MAX) -> list[Memory]:
     """The memories visible to ``speaker`` in ``room`` that a forget request most likely means, best first.
 
     Superseded memories are included: an older version of a fact holds the same content. A request

@@ -10,7 +10,6 @@ from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
-from memories.languages import language_for
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_candidates, nearest_duplicate
 from memories.selectors.tombstones import tombstone_hits
@@ -178,15 +177,13 @@ def memory_note_add(
     Raises ApplicationError when a forget block covers it: an admin lifts a block explicitly, under Forget blocks.
     Without a ``language`` the note's is detected (falling back to the owner's, then the person's it is about).
     """
-    if language is None:
-        person = owner or about
-        language = language_for(text=content or "", speaker_language=person.preferred_language if person else None)
-    draft = MemoryDraft(
+    draft = MemoryDraft.build(
         content=content,
         provenance=Provenance.CONFIRMED,
         source=Source.ADMIN,
-        kind=Kind.NOTE,
         language=language,
+        person=owner or about,
+        kind=Kind.NOTE,
         scope=scope,
         owner=owner,
         room=room,

@@ -24,7 +24,7 @@ from memories.embedders import embedder_by_name
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.scopes import duplicate_scope
-from memories.selectors.forget import forget_candidates, forget_with_duplicates
+from memories.selectors.forget import forget_matches, forget_with_duplicates
 from memories.selectors.person import person_memories
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for
 from memories.services.audit import audit_record
@@ -129,7 +129,7 @@ def forget_request_create(*, query: str, speaker, room, model_location: str) -> 
     if not memories_allowed_for(model_location=model_location):
         logger.info("forget request withheld: cloud model")
         return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)
-    candidates = forget_candidates(query=query, speaker=speaker, room=room)
+    candidates = forget_matches(query=query, speaker=speaker, room=room)
     token, expires_at = forget_token_issue(speaker=speaker, room=room, candidate_ids=[m.pk for m in candidates])
     return ForgetFind(token, expires_at, candidates)
 

@@ -4,7 +4,6 @@ from django.db import transaction
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.languages import language_for
 from memories.models import Kind, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreResult, memory_store
 
@@ -32,20 +31,16 @@ def memory_remember(
     them in this room) that the new content comes close to; blocks outside their view stay.
     Without a ``language`` the content's is detected; too short to tell: the conversation's, then the speaker's.
     """
-    if language is None:
-        language = language_for(
-            text=content if isinstance(content, str) else "",
-            conversation_language=conversation_language,
-            speaker_language=speaker.preferred_language if speaker is not None else None,
-        )
     if scope not in REMEMBER_SCOPES:
         raise ApplicationError(SCOPE_NOT_ALLOWED, field="scope")
-    draft = MemoryDraft(
+    draft = MemoryDraft.build(
         content=content,
         provenance=Provenance.CONFIRMED,
         source=Source.TOOL,
-        kind=kind,
         language=language,
+        conversation_language=conversation_language,
+        person=speaker,
+        kind=kind,
         scope=scope,
         owner=speaker,  # memory_store checks the scope's holder and keeps only what the scope uses
         room=room,

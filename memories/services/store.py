@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from justai_core.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
-from memories.languages import language_check
+from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.locks import LockId, advisory_xact_locks_wait
 from memories.models import (
@@ -32,7 +32,7 @@ from memories.scopes import (
     duplicate_scope,
     duplicate_scope_lock_key,
     duplicate_scope_of,
-    scope_holders,
+    scope_holders_check,
 )
 from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_scope_memories, nearest_duplicate
 from memories.selectors.nearest import nearest_memories_many
@@ -44,8 +44,6 @@ logger = logging.getLogger(__name__)
 
 CONTENT_EMPTY = "Memory content must not be empty."
 CONTENT_TOO_LONG = f"Memory content is longer than {MAX_TEXT_CHARS} characters."
-PRIVATE_NEEDS_OWNER = "A private memory needs its owner, a known speaker."
-ROOM_NEEDS_ROOM = "A room memory needs a room."
 # A guess (provenance inferred) is never stored surer than this; confirming it lifts the cap (merge).
 INFERRED_MAX_CONFIDENCE = 0.5
 
@@ -84,6 +82,36 @@ class MemoryDraft:
     importance: float = 0.5
     valid_at: datetime | None = None
 
+    @classmethod
+    def build(
+        cls,
+        *,
+        content: str,
+        provenance: str,
+        source: str,
+        language: str | None = None,
+        conversation_language: str | None = None,
+        person=None,
+        languages: frozenset[str] | None = None,
+        **fields,
+    ) -> "MemoryDraft":
+        """The draft every write path stores: ``fields`` as given, and its language settled.
+
+        Without a ``language`` the content's is detected (among ``languages``, when a caller resolves
+        many texts); too short to tell: ``conversation_language``, then the preferred language of
+        ``person`` (the speaker, or whom the memory is owned by or about), then the default
+        (``language_for``). The scope's holder (a private memory's owner) is checked when it is
+        stored (``memory_fields_validate``).
+        """
+        if language is None:
+            language = language_for(
+                text=content if isinstance(content, str) else "",
+                conversation_language=conversation_language,
+                speaker_language=person.preferred_language if person is not None else None,
+                languages=languages,
+            )
+        return cls(content=content, provenance=provenance, source=source, language=language, **fields)
+
 
 def memory_fields_validate(item: MemoryDraft | Memory) -> None:
     """The field rules every write of a memory shares (a new draft, an edited memory), applied in place.
@@ -102,11 +130,7 @@ def memory_fields_validate(item: MemoryDraft | Memory) -> None:
     for name, choices in (("kind", Kind), ("provenance", Provenance), ("source", Source), ("scope", Scope)):
         if getattr(item, name) not in choices.values:
             raise ApplicationError(f"'{name}' must be one of: {', '.join(choices.values)}.", field=name)
-    if item.scope == Scope.PRIVATE and item.owner is None:
-        raise ApplicationError(PRIVATE_NEEDS_OWNER, field="scope", needs="speaker_id")
-    if item.scope == Scope.ROOM and item.room is None:
-        raise ApplicationError(ROOM_NEEDS_ROOM, field="scope", needs="room_id")
-    item.owner, item.room = scope_holders(scope=item.scope, owner=item.owner, room=item.room)
+    item.owner, item.room = scope_holders_check(scope=item.scope, owner=item.owner, room=item.room)
     language_check(item.language)
     for name in ("confidence", "importance"):
         value = getattr(item, name)

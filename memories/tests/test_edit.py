@@ -131,6 +131,20 @@ def test_a_note_is_a_confirmed_admin_note_stored_through_memory_store():
     assert note.room == kitchen and actions(note.pk) == ["created"]
 
 
+@pytest.mark.parametrize(("scope", "needs"), [(Scope.PRIVATE, "speaker_id"), (Scope.ROOM, "room_id")])
+def test_a_note_without_its_scopes_holder_is_refused_and_nothing_is_stored(scope, needs):
+    with pytest.raises(ApplicationError) as error:
+        memory_note_add(content="The router password is on the fridge", scope=scope, actor="admin:3")
+    assert (error.value.field, error.value.needs) == ("scope", needs)
+    assert not Memory.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_a_note_is_in_the_language_of_its_owner_when_too_short_to_tell():
+    giulia = PersonFactory(preferred_language="it")
+    note = memory_note_add(content="ok", scope=Scope.PRIVATE, owner=giulia, actor="admin:3").memory
+    assert note.language == "it"
+
+
 def test_a_note_that_duplicates_a_memory_merges_into_it():
     existing = MemoryFactory(content="The router password is on the fridge", provenance=Provenance.EXTRACTED)
     result = memory_note_add(content="the router password is on the fridge", actor="admin:3")

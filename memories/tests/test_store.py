@@ -110,3 +110,88 @@ def test_the_same_text_in_another_scope_or_room_is_not_merged():
     assert store("The window sticks", scope=Scope.SYSTEM).outcome == StoreOutcome.CREATED
     assert store("The window sticks", scope=Scope.ROOM, room=kitchen).outcome == StoreOutcome.MERGED
     assert Memory.objects.count() == 4
+
+
+# MemoryDraft.build: the one way the write paths make a draft (the language fallback), and the holder rule.
+
+GERMAN = "Der Schlüssel für den Keller liegt in der blauen Dose im Flur."
+
+
+def test_a_draft_keeps_the_language_it_is_given():
+    draft = MemoryDraft.build(content=GERMAN, provenance=Provenance.CONFIRMED, source=Source.TOOL, language="it")
+    assert draft.language == "it"
+
+
+def test_a_draft_is_in_the_language_its_content_is_written_in():
+    giulia = PersonFactory(preferred_language="it")
+    draft = MemoryDraft.build(content=GERMAN, provenance=Provenance.CONFIRMED, source=Source.TOOL, person=giulia)
+    assert draft.language == "de"
+
+
+def test_a_draft_too_short_to_tell_falls_back_to_the_conversation_then_the_person_then_the_default():
+    giulia = PersonFactory(preferred_language="it")
+    short = {"content": "ok", "provenance": Provenance.CONFIRMED, "source": Source.TOOL}
+    assert MemoryDraft.build(**short, conversation_language="fr", person=giulia).language == "fr"
+    assert MemoryDraft.build(**short, conversation_language=None, person=giulia).language == "it"
+    assert MemoryDraft.build(**short).language == "en"
+
+
+def test_a_draft_keeps_the_fields_it_is_given():
+    anna = PersonFactory()
+    draft = MemoryDraft.build(
+        content="ok",
+        provenance=Provenance.OBSERVED,
+        source=Source.EVENT,
+        scope=Scope.PRIVATE,
+        owner=anna,
+        importance=0.8,
+    )
+    assert (draft.scope, draft.owner, draft.importance, draft.kind) == (Scope.PRIVATE, anna, 0.8, "fact")
+
+
+def test_no_write_path_builds_a_draft_or_settles_its_language_itself():
+    """Every caller goes through MemoryDraft.build: no ``MemoryDraft(`` and no ``language_for(`` elsewhere."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    allowed = {root / "memories" / "services" / "store.py", root / "memories" / "languages.py"}
+    offenders = []
+    for app in ("memories", "transcripts", "people", "connections", "justai_memory", "bench"):
+        for path in (root / app).rglob("*.py"):
+            if "tests" in path.parts or path in allowed:
+                continue
+            text = path.read_text()
+            if "MemoryDraft(" in text or ("language_for(" in text and app != "bench"):  # benches measure it
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
+
+
+@pytest.mark.parametrize("scope", list(Scope))
+@pytest.mark.parametrize(("with_owner", "with_room"), [(False, False), (True, False), (False, True), (True, True)])
+def test_the_write_paths_refuse_exactly_what_the_table_refuses(scope, with_owner, with_room):
+    """The holder rule (SCOPE_HOLDER) checked by the write paths and by the table's constraint agrees:
+    a scope without its holder is refused by both; what the check keeps the table takes."""
+    from django.db import IntegrityError, transaction
+
+    from memories.scopes import scope_holders_check
+    from memories.tests.factories import MemoryFactory
+
+    owner, room = (PersonFactory() if with_owner else None), (RoomFactory() if with_room else None)
+    try:
+        kept = scope_holders_check(scope=scope, owner=owner, room=room)
+    except ApplicationError as exc:
+        assert exc.field == "scope"
+        kept = None
+    # The table, given what the scope needs and nothing else: refused exactly when the check refused.
+    try:
+        with transaction.atomic():
+            MemoryFactory(
+                scope=scope, owner=owner if scope == Scope.PRIVATE else None, room=room if scope == Scope.ROOM else None
+            )
+        accepted = True
+    except IntegrityError:
+        accepted = False
+    assert accepted == (kept is not None)
+    if kept is not None:
+        with transaction.atomic():
+            MemoryFactory(scope=scope, owner=kept[0], room=kept[1])  # what the check keeps is what the table takes

@@ -24,7 +24,7 @@ from django_q.tasks import async_task
 from justai_core import ai_router
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.languages import detection_languages, language_for, language_name
+from memories.languages import detection_languages, language_name
 from memories.locks import LockId, advisory_lock
 from memories.models import Kind, Provenance, Scope, Source
 from memories.selectors.privacy import memories_allowed_for
@@ -498,17 +498,14 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
     speaker = conversation.speaker
     item = item_ruled(item, speaker=speaker.name if speaker is not None else None)
     scope, about_speaker = (item.scope, item.about_speaker) if speaker is not None else (Scope.SHARED, False)
-    return MemoryDraft(
+    return MemoryDraft.build(
         content=item.content,
         provenance=Provenance.INFERRED if item.inferred else Provenance.EXTRACTED,
         source=Source.SESSION,
+        conversation_language=conversation.language,
+        person=speaker,
+        languages=languages,
         kind=item.kind,
-        language=language_for(
-            text=item.content,
-            conversation_language=conversation.language,
-            speaker_language=speaker.preferred_language if speaker is not None else None,
-            languages=languages,
-        ),
         scope=scope,
         owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
         room=conversation.room,

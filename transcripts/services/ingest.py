@@ -7,7 +7,6 @@ from django.utils import timezone
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.languages import language_for
 from memories.limits import MAX_EVENT_KIND_CHARS, TIMESTAMP_OUT_OF_RANGE, timestamp_in_range
 from memories.models import Kind, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreResult, memory_store
@@ -61,18 +60,13 @@ def memory_observe(
     Without a ``language`` the content's is detected (too short to tell: the owner's, then the language
     of the person it is about, then the default).
     """
-    if language is None:
-        person = owner or about or (event.person if event is not None else None)
-        language = language_for(
-            text=content if isinstance(content, str) else "",
-            speaker_language=person.preferred_language if person is not None else None,
-        )
-    draft = MemoryDraft(
+    draft = MemoryDraft.build(
         content=content,
         provenance=Provenance.OBSERVED,
         source=Source.EVENT,
-        kind=kind,
         language=language,
+        person=owner or about or (event.person if event is not None else None),
+        kind=kind,
         scope=scope,
         owner=owner,
         room=room if room is not None else (event.room if event else None),
