@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import percentile, recall_without, setup
+from bench._django import percentile, setup, tuning
 
 DATA = SHARED_DATA / "xquad-r"
 LANGUAGES = ("de", "en", "es")
@@ -252,7 +252,7 @@ def summary(values: list[float]) -> str:
 def measure_recall(*, embedder, questions, people, rooms, conversations, n: int, rng) -> dict:
     """Recall timings; each question is also asked without the context path (the baseline), the two in
     alternating order so that neither always finds the caches the other warmed."""
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
     from transcripts.selectors import working_memory
 
     original = embedder.embed_query
@@ -265,7 +265,9 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
         finally:
             embed_ms.append((time.perf_counter() - t0) * 1000)
 
-    def timed(query, speaker, room, conversation):
+    without_context = tuning(context_path=False)
+
+    def timed(query, speaker, room, conversation, ranking=None):
         with sql_timer() as spent:
             t0 = time.perf_counter()
             result = memory_recall(
@@ -274,6 +276,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
                 room=room,
                 model_location=conversation.model_location,
                 language=conversation.language,
+                tuning=ranking,
             )
             working_memory(conversation=conversation)  # the API attaches it to every recall
             elapsed = (time.perf_counter() - t0) * 1000
@@ -292,8 +295,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
                 if with_context:
                     result, elapsed, spent = timed(query, speaker, room, conversation)
                 else:
-                    with recall_without("CONTEXT_PATH"):
-                        _, base_elapsed, base_spent = timed(query, speaker, room, conversation)
+                    _, base_elapsed, base_spent = timed(query, speaker, room, conversation, without_context)
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)
                 sql.append(spent[0] * 1000)
@@ -392,7 +394,7 @@ def statements_of(call) -> list[str]:
 
 
 def plans(*, speaker, room, conversation, question: str) -> None:
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
 
     print(f"\n== plans of one recall at full size (speaker {speaker.name}, {room.name}): {question!r}")
     where = {"model_location": conversation.model_location, "language": conversation.language}
@@ -411,7 +413,8 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
 
     from memories.models import Scope
     from memories.selectors import nearest
-    from memories.selectors.recall import memory_recall, recall_candidates
+    from memories.selectors.recall import recall_candidates
+    from memories.services.recall import memory_recall
 
     question = questions["de"][0]
     query = embedder.embed_query(question)
