@@ -407,7 +407,19 @@ def plans(*, speaker, room, conversation, question: str) -> None:
             print(explain(statement))
 
 
-def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
+NEWCOMER_ROUNDS = 11
+
+
+def recall_ms(*, question: str, speaker, room) -> float:
+    """One ``memory_recall`` (limit 10, nothing counted), in ms."""
+    from memories.services.recall import memory_recall
+
+    t0 = time.perf_counter()
+    memory_recall(query=question, speaker=speaker, room=room, model_location="local", record_access=False)
+    return (time.perf_counter() - t0) * 1000
+
+
+def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
     from django.db import connection, transaction
     from pgvector.django import CosineDistance
 
@@ -456,7 +468,21 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
             query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
         )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
+        newcomer_ms = []
+        for _ in range(NEWCOMER_ROUNDS):
+            newcomer_ms.append(recall_ms(question=question, speaker=newcomer, room=attic))
         transaction.set_rollback(True)
+    speaker, room = ordinary
+    ordinary_ms = [recall_ms(question=question, speaker=speaker, room=room) for _ in range(NEWCOMER_ROUNDS)]
+    print(
+        f"-- a newcomer's recall (b: {visible.count()} visible rows, stale statistics) against an ordinary speaker's, "
+        f"the same question, {NEWCOMER_ROUNDS} rounds each (end to end, the query embedded each time):"
+    )
+    print(f"  newcomer  {summary(newcomer_ms)}")
+    print(
+        f"  ordinary  {summary(ordinary_ms)}   (newcomer p50 / ordinary p50: "
+        f"{statistics.median(newcomer_ms) / statistics.median(ordinary_ms):.2f}; target <= 2)"
+    )
 
 
 def main() -> None:
@@ -487,7 +513,9 @@ def main() -> None:
     conversations = {}
     for room in rooms:
         for language in LANGUAGES:
-            conversation, made = Conversation.objects.get_or_create(room=room, language=language)
+            conversation, made = Conversation.objects.get_or_create(
+                room=room, language=language, defaults={"model_location": "local"}
+            )
             if made:
                 Turn.objects.bulk_create(
                     Turn(conversation=conversation, role="user" if i % 2 == 0 else "assistant", text=f"turn {i}")
@@ -566,7 +594,7 @@ def main() -> None:
     plans(
         speaker=people[1], room=rooms[3], conversation=conversations[(rooms[3].pk, "en")], question=questions["en"][7]
     )
-    k_rows_check(embedder=embedder, newcomer=newcomer, attic=attic, questions=questions)
+    k_rows_check(embedder=embedder, newcomer=newcomer, attic=attic, questions=questions, ordinary=(people[1], rooms[3]))
     if sizes[-1] in results:
         recall, remember = results[sizes[-1]]
         print(
