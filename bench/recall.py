@@ -468,6 +468,7 @@ def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
             query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
         )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
+        small = visible.count()
         newcomer_ms = []
         for _ in range(NEWCOMER_ROUNDS):
             newcomer_ms.append(recall_ms(question=question, speaker=newcomer, room=attic))
@@ -475,7 +476,7 @@ def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
     speaker, room = ordinary
     ordinary_ms = [recall_ms(question=question, speaker=speaker, room=room) for _ in range(NEWCOMER_ROUNDS)]
     print(
-        f"-- a newcomer's recall (b: {visible.count()} visible rows, stale statistics) against an ordinary speaker's, "
+        f"-- a newcomer's recall (b: {small} visible rows, stale statistics) against an ordinary speaker's, "
         f"the same question, {NEWCOMER_ROUNDS} rounds each (end to end, the query embedded each time):"
     )
     print(f"  newcomer  {summary(newcomer_ms)}")
