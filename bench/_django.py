@@ -62,46 +62,21 @@ def explain_rows(cursor, sql: str, params=None, *, options: str = "ANALYZE, BUFF
             cursor.execute(RESET_PLANNER_SQL)
 
 
-@contextmanager
-def recall_without(weight: str):
-    """Recall as it ranks with one of its weights (``DATE_WEIGHT``) at 0 or a switch (``CONTEXT_PATH``,
-    ``CONTEXT_FLOOR``) off, for a comparison row."""
-    from memories.selectors import recall
-
-    saved = getattr(recall, weight)
-    setattr(recall, weight, 0.0)
-    try:
-        yield
-    finally:
-        setattr(recall, weight, saved)
-
-
-@contextmanager
-def recall_with(**values):
-    """Recall with some of its module constants set (``RELEVANCE_MARGIN=0.5``); ``VECTOR_WEIGHT`` and
-    ``CONTEXT_WEIGHT`` set the active embedder's fusion weights (``recall.WEIGHTS``). For a bench's grid."""
+def tuning(**changes):
+    """The active embedder's recall tuning with ``changes`` (field names of ``RecallTuning``, any case), for a
+    bench's comparison row or grid variant; passed to ``memory_recall`` (``recalled_ids(..., tuning=...)``)."""
     import dataclasses
 
-    from memories.selectors import recall
-    from memories.services.embeddings import active_embedder
+    from memories.embedding_space import active_embedder
+    from memories.selectors.ranking import RecallTuning
 
-    fields = {"VECTOR_WEIGHT": "vector", "CONTEXT_WEIGHT": "context"}
-    saved = {name: getattr(recall, name) for name in (*values, "WEIGHTS") if name not in fields}
-    try:
-        name = active_embedder().name
-        weights = {fields[key]: value for key, value in values.items() if key in fields}
-        recall.WEIGHTS = {**recall.WEIGHTS, name: dataclasses.replace(recall.weights_for(name), **weights)}
-        for key, value in values.items():
-            if key not in fields:
-                setattr(recall, key, value)
-        yield
-    finally:
-        for key, value in saved.items():
-            setattr(recall, key, value)
+    base = RecallTuning.for_embedder(active_embedder().name)
+    return dataclasses.replace(base, **{name.lower(): value for name, value in changes.items()})
 
 
 def grid(spec: str) -> list[dict[str, float]]:
-    """The variants of a ``--grid`` option: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1" -> every combination."""
+    """The variants of a ``--grid`` option: "vector_weight=0.2,1;relevance_margin=0.3,1" (``RecallTuning``'s
+    fields, any case) -> every combination."""
     import itertools
 
     if not spec:
@@ -109,13 +84,19 @@ def grid(spec: str) -> list[dict[str, float]]:
     axes = []
     for part in spec.split(";"):
         name, _, values = part.partition("=")
-        axes.append([(name.strip(), float(v)) for v in values.split(",")])
+        axes.append([(name.strip().lower(), _number(v)) for v in values.split(",")])
     return [dict(combination) for combination in itertools.product(*axes)]
+
+
+def _number(text: str) -> float | int:
+    """A grid value: an int where the field counts (``keyword_pool=20``), else a float."""
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
 
 
 def variant_name(values: dict[str, float]) -> str:
     """A short row label for a grid variant: "w1 m0.3"."""
-    short = {"VECTOR_WEIGHT": "w", "RELEVANCE_MARGIN": "m", "CONTEXT_WEIGHT": "c", "KEYWORD_POOL": "k"}
+    short = {"vector_weight": "w", "relevance_margin": "m", "context_weight": "c", "keyword_pool": "k"}
     return " ".join(f"{short.get(name, name)}{value:g}" for name, value in values.items())
 
 
@@ -138,9 +119,10 @@ def cached_queries(embedder):
         del embedder.embed_query
 
 
-def recalled_ids(*, question: str, conversation, limit: int) -> list[int]:
-    """The memory ids ``memory_recall`` answers for the question in the conversation's room, as the API runs it."""
-    from memories.selectors.recall import memory_recall
+def recalled_ids(*, question: str, conversation, limit: int, tuning=None) -> list[int]:
+    """The memory ids ``memory_recall`` answers for the question in the conversation's room, as the API runs it
+    (with ``tuning``: a variant of ``tuning()``)."""
+    from memories.services.recall import memory_recall
 
     recalled = memory_recall(
         query=question,
@@ -149,5 +131,6 @@ def recalled_ids(*, question: str, conversation, limit: int) -> list[int]:
         model_location=conversation.model_location,
         language=conversation.language,
         limit=limit,
+        tuning=tuning,
     )
     return [m.id for m in recalled.memories]

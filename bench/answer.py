@@ -86,8 +86,9 @@ def main() -> None:
     from justai_core import ai_router
     from justai_memory.serving import embedded_model
     from memories.models import Memory
-    from memories.selectors.recall import memory_recall, prompt_block
+    from memories.selectors.recall import prompt_block
     from memories.services.embeddings import active_embedder
+    from memories.services.recall import memory_recall
 
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     Memory.objects.all().delete()

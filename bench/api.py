@@ -75,7 +75,7 @@ def main() -> None:
 
     from justai_memory.api.parser import BoundedJsonParser
     from memories.models import Memory
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
     from memories.services.remember import memory_remember
     from people.models import Person, Room
     from transcripts.models import Conversation, Turn

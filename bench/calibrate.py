@@ -11,11 +11,11 @@ unrelated pair (7,128 related-or-not question/fact pairs in all). It prints:
 
 * the scale: ``recall_min`` is the median similarity of unrelated pairs (half of them reach it: the
   "unrelated" level, 0 on recall's scale) and ``related`` the median of related pairs (the "same
-  meaning" level, 1 on it); recall reads every similarity on that scale (memories/selectors/recall.py);
+  meaning" level, 1 on it); recall reads every similarity on that scale (memories/selectors/ranking.py);
 * ``context_min``: the similarity that CONTEXT_FPR (5%) of the unrelated pairs reach, rounded up to
   2 decimals, with the share of related pairs that reach it;
 * the margin rule: with every fact stored in one language (36 memories), a memory reaches the result
-  by meaning only within RELEVANCE_MARGIN scale units of the question's best similarity (and at
+  by meaning only within ``relevance_margin`` scale units of the question's best similarity (and at
   ``recall_min`` or above); the share of unrelated facts and of own facts that pass, per margin;
 * sentence pairs: the largest similarity of two facts of different topics, and the share of them at
   or above ``duplicate`` and ``tombstone`` (a false merge, a false block), beside the translations.

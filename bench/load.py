@@ -89,7 +89,7 @@ IN_PROCESS = """
 import json, random, time
 from bench.load import recall_body
 from memories.selectors.privacy import model_location_of
-from memories.selectors.recall import memory_recall
+from memories.services.recall import memory_recall
 from people.models import Person, Room
 household, seconds = json.loads(HOUSEHOLD), SECONDS
 rng, latencies = random.Random(1000), []

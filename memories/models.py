@@ -317,7 +317,7 @@ class MemoryAccess(models.Model):
 class RecallDay(models.Model):
     """How many recalls ran on a day (the household's TIME_ZONE): a date and a count, no text, no speaker.
 
-    Recall adds one in the statement that loads what it returns (memories.services.access.memories_read);
+    Recall adds one in the statement that loads what it returns (memories.services.access.recall_record);
     the status page draws the last 30 days. Rows older than RECALL_DAYS_KEPT are deleted by
     consolidation's prune step.
     """

@@ -22,7 +22,8 @@ from memories.admin.filters import label_name
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
 from memories.selectors.privacy import model_location_of
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM, memory_recall
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM
+from memories.services.recall import memory_recall
 from people.models import Person, Room
 from transcripts.models import Conversation
 from transcripts.selectors import working_memory

@@ -19,7 +19,8 @@ from justai_memory.api.memories import ModelLocationField
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory
 from memories.selectors.privacy import memories_allowed_or_refuse
-from memories.selectors.recall import memory_recall, recall_candidates
+from memories.selectors.recall import recall_candidates
+from memories.services.recall import memory_recall
 from transcripts.selectors import memory_learned_from
 
 router = Router(tags=["memories"])

@@ -16,9 +16,9 @@ from memories.selectors.recall import (
     ABOUT_SPEAKER_MAX,
     RecalledMemory,
     RecallResult,
-    memory_recall,
 )
 from memories.services.forget import ForgetFind, forget_request_confirm, forget_request_create
+from memories.services.recall import memory_recall
 from memories.services.remember import REMEMBER_SCOPES, memory_remember
 from memories.services.store import StoreResult
 from people.models import Person

@@ -56,8 +56,8 @@ from justai_memory.api.tools import TOOLS
 from justai_memory.mcp.auth import McpAuth, request_grant
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
-from memories.selectors.recall import memory_recall
 from memories.services.forget import forget_request_confirm, forget_request_create
+from memories.services.recall import memory_recall
 from memories.services.remember import memory_remember
 from people.models import Person, Room
 

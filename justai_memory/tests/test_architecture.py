@@ -26,7 +26,7 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
 def test_the_apps_import_only_downwards():
     result = lint_imports(Path(settings.BASE_DIR))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 kept, 0 broken" in result.stdout
+    assert "2 kept, 0 broken" in result.stdout
 
 
 def contract() -> configparser.SectionProxy:
@@ -55,14 +55,22 @@ def test_only_tests_may_import_upwards():
     assert not code, f"the layer contract ignores imports of code: {code}"
 
 
+def skeleton(root: Path) -> None:
+    """Empty packages of every app (and the memories packages a contract names) under ``root``, with the contracts."""
+    for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
+        (root / package).mkdir()
+        (root / package / "__init__.py").write_text("")
+    for package in ("selectors", "services"):
+        (root / "memories" / package).mkdir()
+        (root / "memories" / package / "__init__.py").write_text("")
+    (root / ".importlinter").write_text(CONFIG.read_text())
+
+
 @pytest.mark.slow
 def test_the_contract_breaks_on_an_import_upwards(tmp_path):
-    for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    skeleton(tmp_path)
     (tmp_path / "memories" / "views.py").write_text("import transcripts.models\n")
     (tmp_path / "transcripts" / "models.py").write_text("")
-    (tmp_path / ".importlinter").write_text(CONFIG.read_text())
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "memories.views -> transcripts.models" in result.stdout
@@ -70,15 +78,33 @@ def test_the_contract_breaks_on_an_import_upwards(tmp_path):
 
 @pytest.mark.slow
 def test_the_core_may_not_import_an_app(tmp_path):
-    for package in ("people", "memories", "transcripts", "connections", "justai_memory", "justai_core"):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
+    skeleton(tmp_path)
     (tmp_path / "justai_core" / "ai_router.py").write_text("import people.models\n")
     (tmp_path / "people" / "models.py").write_text("")
-    (tmp_path / ".importlinter").write_text(CONFIG.read_text())
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "justai_core.ai_router -> people.models" in result.stdout
+
+
+def test_the_memories_selectors_may_not_import_its_services():
+    config = configparser.ConfigParser()
+    config.read(CONFIG)
+    selectors_read = config["importlinter:contract:memories-selectors-read"]
+    assert selectors_read["type"] == "forbidden"
+    assert selectors_read["source_modules"].split() == ["memories.selectors"]
+    assert selectors_read["forbidden_modules"].split() == ["memories.services"]
+
+
+@pytest.mark.slow
+def test_the_contract_breaks_on_a_selector_that_imports_a_service(tmp_path):
+    """Also through a module between them: recall's selectors once counted accesses through a service."""
+    skeleton(tmp_path)
+    (tmp_path / "memories" / "selectors" / "recall.py").write_text("import memories.access_counts\n")
+    (tmp_path / "memories" / "access_counts.py").write_text("import memories.services.access\n")
+    (tmp_path / "memories" / "services" / "access.py").write_text("")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "memories.selectors.recall -> memories.access_counts" in result.stdout
 
 
 MAX_FUNCTION_LINES = 80

@@ -7,12 +7,12 @@ from django.db import connection
 from django.db.models import F
 
 from memories.embedders import Embedder
+from memories.embedding_space import active_embedder
 from memories.languages import MAIN_LANGUAGES, text_search_config
 from memories.models import Memory
 from memories.selectors.duplicates import duplicate_scope_memories, is_duplicate
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
-from memories.services.embeddings import active_embedder
 
 FORGET_CANDIDATES_MAX = 5
 # A vector hit far below the best one is noise, not what the speaker meant ("forget the gate code"

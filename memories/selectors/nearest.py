@@ -18,24 +18,36 @@ logger = logging.getLogger(__name__)
 # low because finding out is paid on every call; above it the iterative scan finds ``limit`` rows
 # within hnsw.max_scan_tuples (20,000) as long as 1 row in 1,000 passes the filter (at 100k memories).
 EXACT_SCAN_BELOW = 100
+# The probe looks at the ids from the table's first up to this many beyond it (at most that many rows)
+# before it asks the filter's own index.
+PROBE_WINDOW = 10 * EXACT_SCAN_BELOW
 
 # Both plans in one statement, for every query vector of one filter. ``few`` holds up to
 # EXACT_SCAN_BELOW ids that pass the filter (one pass, shared by both branches and all vectors); if it
 # is full the set is large and the first branch walks the HNSW index, else the second ranks those few
-# rows exactly ("+ 0": an expression no index can serve). PostgreSQL evaluates each gate once and
-# skips the other branch. Each vector is one row of ``q``; the LATERAL join runs the branches once
+# rows exactly ("+ 0": an expression no index can serve), read by their ids (a join could be planned
+# as a walk over the whole table). PostgreSQL evaluates each gate once and skips the other branch. Each vector is one row of ``q``; the LATERAL join runs the branches once
 # per vector, with the vector as the index scan's ordering key, and keeps a vector with no rows (one
 # row, id NULL) so that ``exact`` says an empty small set was searched completely. Raw SQL because the
 # ORM cannot share one materialised subquery between the two branches, nor join a subquery laterally.
-# The probe has no ORDER BY (with sorts off, "ORDER BY id" could only walk the primary key, through
-# the whole table for a small set: 80-250 ms at 100k memories for a speaker with no private rows);
-# "id > 0" (every id is) offers the planner that walk as a range scan, and it takes it for a large
-# set (the first few hundred rows, which stay in shared_buffers) and the filter's own index for a
-# small one. Sequential scans stay off: one of a table larger than a quarter of shared_buffers goes
+# The probe is bounded whatever the planner estimates. It first walks the primary key ("id > 0":
+# every id is) over at most PROBE_WINDOW rows (the first rows of the table, which stay in
+# shared_buffers): a large set fills ``few`` there. Only when it does not, the filter's own index
+# is asked ("first" is then ignored). A walk left to the planner went through the whole table when
+# its statistics counted rows that were gone (a newcomer's 13 visible rows after a large delete:
+# 80-250 ms at 100k memories). There is no ORDER BY: with sorts off it could only walk the primary
+# key. Sequential scans stay off: one of a table larger than a quarter of shared_buffers goes
 # through a small ring of buffers, so it read the same ~80 pages from the OS cache on every call.
 FORCE_INDEX_SQL = "SET enable_seqscan = off; SET enable_sort = off"
 RESET_PLANNER_SQL = "RESET enable_seqscan; RESET enable_sort"
-FEW_SQL = "few{g} AS MATERIALIZED (SELECT id FROM memories_memory WHERE ({where}) AND id > 0 LIMIT %(few)s)"
+FEW_SQL = """first{g} AS MATERIALIZED (
+ SELECT id FROM memories_memory WHERE ({where}) AND id > 0
+ AND id < (SELECT min(id) FROM memories_memory) + %(window)s
+ LIMIT %(few)s),
+few{g} AS MATERIALIZED (
+ (SELECT id FROM first{g} WHERE (SELECT count(*) FROM first{g}) >= %(few)s)
+ UNION ALL
+ (SELECT id FROM memories_memory WHERE ({where}) AND (SELECT count(*) FROM first{g}) < %(few)s LIMIT %(few)s))"""
 BRANCH_SQL = """
 SELECT q.i, n.id, n.distance, (SELECT count(*) FROM few{g}) < %(few)s AS exact
 FROM unnest(%(v{g})s::vector[], %(i{g})s::int[]) AS q(v, i) LEFT JOIN LATERAL (
@@ -43,8 +55,8 @@ FROM unnest(%(v{g})s::vector[], %(i{g})s::int[]) AS q(v, i) LEFT JOIN LATERAL (
   WHERE ({where}) IS TRUE AND (SELECT count(*) FROM few{g}) >= %(few)s ORDER BY distance LIMIT %(limit)s)
  UNION ALL
  (SELECT m.id, (m.embedding <=> q.v) + 0 AS distance
-  FROM memories_memory m JOIN few{g} ON few{g}.id = m.id
-  WHERE (SELECT count(*) FROM few{g}) < %(few)s ORDER BY distance LIMIT %(limit)s)
+  FROM memories_memory m WHERE m.id = ANY(ARRAY(SELECT id FROM few{g}))
+  AND (SELECT count(*) FROM few{g}) < %(few)s ORDER BY distance LIMIT %(limit)s)
 ) n ON true"""
 
 
@@ -89,7 +101,7 @@ def nearest_memories_many(
     exact = [False] * len(searches)  # ranked exactly (a small set): then ``rows`` holds all there is
     if groups:
         ctes, branches = [], []
-        params: dict = {"few": EXACT_SCAN_BELOW, "limit": limit}
+        params: dict = {"few": EXACT_SCAN_BELOW, "window": PROBE_WINDOW, "limit": limit}
         for g, (where, where_params, indexes) in enumerate(groups.values()):
             names = {f"g{g}w{k}": value for k, value in enumerate(where_params)}
             # The WHERE clause comes with %s placeholders; the statement uses named ones.

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 import numpy as np
 from django.db.models import QuerySet
 
+from memories.embedding_space import active_embedder
 from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.keywords import keyword_hits
 from memories.selectors.nearest import nearest_memories
-from memories.selectors.recall import KEYWORD_WEIGHT, is_noise, weights_for
-from memories.services.embeddings import active_embedder
+from memories.selectors.ranking import RecallTuning, is_noise
 
 SEARCH_LIMIT = 50
 # How many of the active embedder's nearest memories the block embedder checks, when the two differ.
@@ -61,16 +61,18 @@ def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit:
     embedder = active_embedder()
     embedding = embedder.embed_query(query)
     match_min = embedder.thresholds.match_min
+    tuning = RecallTuning.for_embedder(embedder.name)
     by_words = keyword_hits(candidates=candidates, query=query, languages=languages, limit=limit, embedding=embedding)
     best = max((hit.score for hit in by_words), default=0.0)
-    by_words = [hit for hit in by_words if not is_noise(hit, best_keyword_score=best, floor=match_min)]
+    share = tuning.noise_keyword_share
+    by_words = [hit for hit in by_words if not is_noise(hit, best_keyword_score=best, floor=match_min, share=share)]
     by_meaning = meaning_hits(candidates=candidates, query=query, embedding=embedding, limit=limit)
     words = {hit.id: hit.score for hit in by_words}
     similarity = dict(by_meaning)
     fused = fuse(
         {
-            "keyword": Ranking(hits=[(h.id, h.score) for h in by_words], weight=KEYWORD_WEIGHT, relative=True),
-            "vector": Ranking(hits=by_meaning, weight=weights_for(embedder.name).vector, relative=True),
+            "keyword": Ranking(hits=[(h.id, h.score) for h in by_words], weight=tuning.keyword_weight, relative=True),
+            "vector": Ranking(hits=by_meaning, weight=tuning.vector_weight, relative=True),
         },
         limit=limit,
     )

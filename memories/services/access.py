@@ -59,10 +59,10 @@ def add_accesses(added: dict[int, tuple[int, datetime | None]]) -> None:
             cursor.execute(sql, params)
 
 
-def memories_read(*, ids: list[int], read_sql: str, read_params: list) -> list[tuple]:
-    """Record one recall, now, and one read of each memory in ``ids``; return the rows of ``read_sql``; one statement.
+def recall_record(*, ids: list[int], read_sql: str, read_params: list) -> list[tuple]:
+    """Write one recall, now, and one access of each memory in ``ids``; return the rows of ``read_sql``; one statement.
 
-    Recall's access bump: ``read_sql`` is the selector's SELECT of those memories (data-modifying
+    Recall's access bump: ``read_sql`` is the recall selector's SELECT of those memories (data-modifying
     ``WITH`` queries run the upsert and the day's count beside it), so reading and counting cost one
     round trip. ``ids`` may be empty (a recall that found nothing still counts as a recall). The
     day is the household's (TIME_ZONE), whatever time zone a request has activated.

@@ -15,8 +15,8 @@ from django.core.management import call_command
 from memories import embedders
 from memories.embedders import build_embedder, default_embedder, e5_unavailable_reason
 from memories.models import Provenance, Source
-from memories.selectors.recall import memory_recall
 from memories.services.forget import memories_forget
+from memories.services.recall import memory_recall
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from people.tests.factories import RoomFactory
 

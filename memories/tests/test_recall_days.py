@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memories.models import RECALL_DAYS_KEPT, RecallDay
-from memories.selectors.recall import memory_recall
 from memories.services import access
 from memories.services.consolidate import memories_consolidate
+from memories.services.recall import memory_recall
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import RoomFactory
 

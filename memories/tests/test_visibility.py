@@ -9,13 +9,10 @@ from memories.embedders import get_embedder
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory, MemoryAccess, Scope, Status
 from memories.selectors.context import context_neighbours
-from memories.selectors.recall import (
-    about_speaker_hits,
-    keyword_hits,
-    memory_recall,
-    recall_candidates,
-    vector_hits,
-)
+from memories.selectors.keywords import keyword_hits
+from memories.selectors.ranking import vector_hits
+from memories.selectors.recall import about_speaker_hits, recall_candidates
+from memories.services.recall import memory_recall
 from people.models import Person, Room
 
 TEXT = "the spare key is in the blue tin"

