@@ -24,6 +24,12 @@ class Actor:
         return f"person:{person.pk}" if person is not None else Actor.TOOL
 
     @staticmethod
+    def connection(connection_id: int, person) -> str:
+        """A tool call through an OAuth connection, for its speaker: ``connection:3/person:1``
+        (``connection:3/tool`` without one), so that the trail says through which client it came."""
+        return f"connection:{connection_id}/{Actor.speaker(person)}"
+
+    @staticmethod
     def job(name: str) -> str:
         """A queued job, by its stable name (``job:memory.extract``)."""
         return f"job:{name}"

@@ -51,6 +51,7 @@ from justai_memory.api.memories import (
 )
 from justai_memory.api.tools import TOOLS
 from justai_memory.mcp.auth import McpAuth, request_grant
+from memories.actors import Actor
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
 from memories.selectors.privacy import model_location_of
@@ -147,6 +148,13 @@ class Caller:
             self.model_location = model_location_of(model_location=said or None, required=False)
         except ApplicationError as exc:
             raise ToolError(with_source(exc.message, FROM_HEADER.format(header=MODEL_LOCATION_HEADER))) from None
+
+    @property
+    def actor(self) -> str:
+        """Who the audit trail names: the speaker, through the OAuth connection when there is one."""
+        if self.connection is not None:
+            return Actor.connection(self.connection.pk, self.speaker)
+        return Actor.speaker(self.speaker)
 
     def source_of(self, field: str) -> str:
         """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
@@ -285,6 +293,7 @@ def remember(
             kind=kind,
             # Through an OAuth connection: that connection, so that what a client wrote can be found.
             source_ref=caller.connection.source_ref if caller.connection is not None else "mcp",
+            actor=caller.actor,
         )
         return _answer(RememberOut, remembered(result))
 
@@ -320,7 +329,9 @@ def forget(
     memory_ids: _param(ForgetIn, "memory_ids") = None,
 ) -> str:
     def run(caller: Caller) -> str:
-        tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
+        tombstones = forget_request_confirm(
+            token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids, actor=caller.actor
+        )
         return _answer(ForgetOut, forgotten(tombstones))
 
     return _served(run, ctx)
