@@ -149,13 +149,6 @@ class Caller:
         except ApplicationError as exc:
             raise ToolError(with_source(exc.message, FROM_HEADER.format(header=MODEL_LOCATION_HEADER))) from None
 
-    @property
-    def actor(self) -> str:
-        """Who the audit trail names: the speaker, through the OAuth connection when there is one."""
-        if self.connection is not None:
-            return Actor.connection(self.connection.pk, self.speaker)
-        return Actor.speaker(self.speaker)
-
     def source_of(self, field: str) -> str:
         """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
         if field in HEADER_OF:
@@ -293,7 +286,7 @@ def remember(
             kind=kind,
             # Through an OAuth connection: that connection, so that what a client wrote can be found.
             source_ref=caller.connection.source_ref if caller.connection is not None else "mcp",
-            actor=caller.actor,
+            actor=Actor.through(caller.connection, caller.speaker),
         )
         return _answer(RememberOut, remembered(result))
 
@@ -330,7 +323,11 @@ def forget(
 ) -> str:
     def run(caller: Caller) -> str:
         tombstones = forget_request_confirm(
-            token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids, actor=caller.actor
+            token=token,
+            speaker=caller.speaker,
+            confirm=confirm,
+            memory_ids=memory_ids,
+            actor=Actor.through(caller.connection, caller.speaker),
         )
         return _answer(ForgetOut, forgotten(tombstones))
 
