@@ -156,6 +156,28 @@ class Connection(models.Model):
                 refresh_token.revoke()
 
 
+class AuthMethod(models.TextChoices):
+    """How a client sends its secret to the token endpoint (RFC 7591 ``token_endpoint_auth_method``)."""
+
+    NONE = "none"
+    BASIC = "client_secret_basic"
+    POST = "client_secret_post"
+
+
+class Registration(models.Model):
+    """What a client registered itself with (RFC 7591) beyond django-oauth-toolkit's application: the auth method it
+    chose, answered back on RFC 7592's read and update. A client without a row (an admin registered it) has the
+    RFC's default, ``client_secret_basic``, or ``none`` without a secret."""
+
+    application = models.OneToOneField(
+        oauth2_settings.APPLICATION_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="registration"
+    )
+    token_endpoint_auth_method = models.CharField(max_length=32, choices=AuthMethod.choices)
+
+    def __str__(self):
+        return f"{self.application_id}: {self.token_endpoint_auth_method}"
+
+
 class Client(Application):
     """An OAuth client (django-oauth-toolkit's application, not swapped), shown in the household admin beside its
     connections. Its ``get_absolute_url`` (the toolkit's ``oauth2_provider:detail``) leads to that admin page."""

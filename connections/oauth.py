@@ -47,7 +47,16 @@ from oauthlib.oauth2.rfc6749.errors import (
 )
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, ValidationError
 
-from connections.models import READ, WRITE, Access, Connection, checksum, refresh_token_expiry
+from connections.models import (
+    READ,
+    WRITE,
+    Access,
+    AuthMethod,
+    Connection,
+    Registration,
+    checksum,
+    refresh_token_expiry,
+)
 from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
@@ -372,16 +381,25 @@ def _client_metadata(request) -> ClientMetadata | JsonResponse:
 
 def _as_registered(response, metadata: ClientMetadata | None):
     """django-oauth-toolkit's registration answer with what RFC 7591 3.2.1 asks besides: when the client id was
-    issued, that the secret never expires, and the auth method granted (the one asked for: the token endpoint
-    takes a confidential client's secret in the Basic header or in the body alike)."""
+    issued, that the secret never expires, and the auth method granted: the one the client registered or updated
+    (``metadata``), stored (``Registration``) for a later read (the token endpoint takes a confidential client's
+    secret in the Basic header or in the body alike)."""
     if response.status_code >= 300:
         return response
     body = json.loads(response.content)
     application = get_application_model().objects.filter(client_id=body.get("client_id")).first()
     if application is not None:
         body["client_id_issued_at"] = int(application.created.timestamp())
-    if metadata is not None and body.get("token_endpoint_auth_method") != "none":
-        body["token_endpoint_auth_method"] = metadata.token_endpoint_auth_method
+        if metadata is not None:
+            Registration.objects.update_or_create(
+                application=application,
+                defaults={"token_endpoint_auth_method": metadata.token_endpoint_auth_method},
+            )
+        if body.get("token_endpoint_auth_method") != AuthMethod.NONE:
+            registration = Registration.objects.filter(application=application).first()
+            body["token_endpoint_auth_method"] = (
+                registration.token_endpoint_auth_method if registration else AuthMethod.BASIC
+            )
     if "client_secret" in body:
         body["client_secret_expires_at"] = 0
     return JsonResponse(body, status=response.status_code)

@@ -24,6 +24,14 @@ class Actor:
         return f"person:{person.pk}" if person is not None else Actor.TOOL
 
     @staticmethod
+    def through(connection, person) -> str:
+        """A tool call for a speaker through an OAuth connection: ``connection:3/person:1`` (``connection:3/tool``
+        without a speaker), so that the trail says through which client it came; without one, ``speaker``'s."""
+        if connection is None:
+            return Actor.speaker(person)
+        return f"connection:{connection.pk}/{Actor.speaker(person)}"
+
+    @staticmethod
     def job(name: str) -> str:
         """A queued job, by its stable name (``job:memory.extract``)."""
         return f"job:{name}"

@@ -35,6 +35,11 @@ STAT_WORDS = {
     "created": _("stored"),
     "merged": _("merged"),
     "skipped_forgotten": _("left out (forgotten)"),
+    "repeats": _("repeated in the answer (stored once)"),
+    "ungrounded": _("left out (nobody said it)"),
+    "answer_tokens": _("tokens of the answer"),
+    "llm_ms": _("language model (ms)"),
+    "store_ms": _("storing (ms)"),
     "user_chars": _("characters said"),
     "wait_ms": _("waited (ms)"),
 }
@@ -330,9 +335,14 @@ class ConversationAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("extraction stats"))
     def extraction_stats_pretty(self, obj):
+        """The counts in words, then the stats as stored (their keys are data: stable, in English)."""
         if not obj.extraction_stats:
             return "-"
-        return format_html("<pre>{}</pre>", json.dumps(obj.extraction_stats, indent=2, sort_keys=True))
+        return format_html(
+            "<p>{}</p><pre>{}</pre>",
+            stats_text(obj.extraction_stats),
+            json.dumps(obj.extraction_stats, indent=2, sort_keys=True),
+        )
 
     @admin.action(description=_("Re-run extraction of the selected conversations"), permissions=["change"])
     def rerun_extraction(self, request, queryset):

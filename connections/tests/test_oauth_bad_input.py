@@ -221,3 +221,28 @@ def test_a_registration_update_within_the_limits_answers_like_a_registration(cli
     assert updated["redirect_uris"] == ["https://b.example/cb"] and updated["client_name"] == "Desk 2"
     assert updated["token_endpoint_auth_method"] == "client_secret_post"
     assert updated["client_id_issued_at"] == answer["client_id_issued_at"]
+
+
+@pytest.mark.parametrize("method", ["client_secret_post", "client_secret_basic"])
+def test_reading_a_registration_answers_the_auth_method_the_client_registered_and_then_updated(client, method):
+    answer = registered(client, token_endpoint_auth_method=method)
+    url = answer["registration_client_uri"].removeprefix("http://testserver")
+    bearer = f"Bearer {answer['registration_access_token']}"
+    read = client.get(url, HTTP_AUTHORIZATION=bearer)
+    assert read.status_code == 200 and read.json()["token_endpoint_auth_method"] == method
+    other = "client_secret_basic" if method == "client_secret_post" else "client_secret_post"
+    update = {"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": other}
+    updated = client.put(url, update, content_type="application/json", HTTP_AUTHORIZATION=bearer)
+    assert updated.status_code == 200 and updated.json()["token_endpoint_auth_method"] == other
+    bearer = f"Bearer {updated.json()['registration_access_token']}"  # an update issues a new one
+    assert client.get(url, HTTP_AUTHORIZATION=bearer).json()["token_endpoint_auth_method"] == other
+
+
+def test_a_client_registered_before_its_auth_method_was_kept_reads_as_the_rfc_s_default(client):
+    from connections.models import Registration
+
+    answer = registered(client, token_endpoint_auth_method="client_secret_post")
+    Registration.objects.all().delete()
+    url = answer["registration_client_uri"].removeprefix("http://testserver")
+    read = client.get(url, HTTP_AUTHORIZATION=f"Bearer {answer['registration_access_token']}")
+    assert read.status_code == 200 and read.json()["token_endpoint_auth_method"] == "client_secret_basic"

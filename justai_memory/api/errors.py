@@ -18,7 +18,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import ValidationError as PydanticValidationError
 
 from justai_core.errors import ApplicationError, with_source
-from justai_memory.api.parser import BODY_NOT_OBJECT, BODY_TOO_LARGE
+from justai_memory.api.parser import BODY_NOT_OBJECT, body_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
 
 
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    return error_response(BODY_TOO_LARGE, field="body", status=413)
+    return error_response(body_too_large(), field="body", status=413)
 
 
 def pool_exhausted(exc: BaseException, pool) -> bool:
@@ -185,10 +185,13 @@ def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     return response
 
 
-def internal_error(request: HttpRequest, exc: BaseException) -> HttpResponse:
-    """A 500 whose id is in the log next to the stack (without the exception's message, which may hold content)."""
+def internal_error(request: HttpRequest, exc: BaseException | None) -> HttpResponse:
+    """A 500 whose id is in the log next to the stack (without the exception's message, which may hold content).
+
+    The API's own handler and the edge's handler500 (serving/edge.py, ``exc`` the exception being handled) answer it.
+    """
     error_id = uuid.uuid4().hex[:12]
-    stack = "".join(traceback.TracebackException.from_exception(exc, capture_locals=False).stack.format())
+    stack = "" if exc is None else "".join(traceback.TracebackException.from_exception(exc).stack.format())
     logger.error(
         "Internal API error %s: %s on %s %s\n%s", error_id, type(exc).__qualname__, request.method, request.path, stack
     )

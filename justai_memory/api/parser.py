@@ -10,13 +10,18 @@ from ninja.parser import Parser
 from justai_core.errors import ApplicationError
 from memories.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
-BODY_TOO_LARGE = f"The body is larger than {MAX_BODY_BYTES} bytes."
+BODY_TOO_LARGE = "The request body is larger than {limit} bytes."  # the API's bound here, the server's at its edge
 BODY_TOO_DEEP = f"The body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels."
 BODY_NOT_JSON = "The body is not valid JSON."
 BODY_NOT_OBJECT = "The body must be a JSON object."
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def body_too_large(limit: int = MAX_BODY_BYTES) -> str:
+    """The 413's message, for the API's bound (MAX_BODY_BYTES) or the server's (serving/edge.py)."""
+    return BODY_TOO_LARGE.format(limit=limit)
 
 
 def json_depth(body: bytes) -> int:
@@ -53,7 +58,7 @@ class BoundedJsonParser(Parser):
     def parse_body(self, request: HttpRequest) -> dict:
         body = request.body
         if len(body) > MAX_BODY_BYTES:
-            raise ApplicationError(BODY_TOO_LARGE, field="body", status=413)
+            raise ApplicationError(body_too_large(), field="body", status=413)
         if json_depth(body) > MAX_JSON_DEPTH:
             raise ApplicationError(BODY_TOO_DEEP, field="body")
         try:

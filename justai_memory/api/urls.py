@@ -8,7 +8,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from justai_memory.api.errors import METHOD_NOT_ALLOWED, NOT_FOUND, error_response
 from justai_memory.api.main import api
-from justai_memory.api.parser import BODY_TOO_LARGE
+from justai_memory.api.parser import body_too_large
 from memories.limits import MAX_BODY_BYTES
 
 
@@ -27,7 +27,7 @@ def _json_contract(view):
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args, **kwargs):
         if _declared_too_big(request):
-            return error_response(BODY_TOO_LARGE, field="body", status=413)
+            return error_response(body_too_large(), field="body", status=413)
         try:
             response = view(request, *args, **kwargs)
         except Http404:

@@ -54,6 +54,7 @@ from justai_memory.api.memories import (
 )
 from justai_memory.api.tools import TOOLS
 from justai_memory.mcp.auth import McpAuth, request_grant
+from memories.actors import Actor
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT
 from memories.models import Kind, Scope
 from memories.services.forget import forget_request_confirm, forget_request_create
@@ -292,6 +293,7 @@ def remember(
             kind=kind,
             # Through an OAuth connection: that connection, so that what a client wrote can be found.
             source_ref=caller.connection.source_ref if caller.connection is not None else "mcp",
+            actor=Actor.through(caller.connection, caller.speaker),
         )
         return _answer(RememberOut, remembered(result))
 
@@ -341,7 +343,13 @@ def forget(
     memory_ids: _param(ForgetIn, "memory_ids") = None,
 ) -> str:
     def run(caller: Caller) -> str:
-        tombstones = forget_request_confirm(token=token, speaker=caller.speaker, confirm=confirm, memory_ids=memory_ids)
+        tombstones = forget_request_confirm(
+            token=token,
+            speaker=caller.speaker,
+            confirm=confirm,
+            memory_ids=memory_ids,
+            actor=Actor.through(caller.connection, caller.speaker),
+        )
         return _answer(ForgetOut, forgotten(tombstones))
 
     return _served(run, ctx)

@@ -19,6 +19,7 @@
 import asyncio
 import collections
 import json
+import sys
 
 from django.core.exceptions import DisallowedHost
 from django.db import InterfaceError, OperationalError
@@ -35,18 +36,18 @@ from justai_memory.api.errors import (
     busy_response,
     default_pool,
     error_response,
+    internal_error,
     pool_exhausted,
 )
+from justai_memory.api.parser import body_too_large
 
 # Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
 # calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
 API_PATHS = ("/internal/", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
 HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANGO_ALLOWED_HOSTS)."
 BAD_REQUEST = "Bad request."
-INTERNAL = "Internal error; the log has the details."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
 BODY_TOO_SLOW = "The request body did not arrive within {seconds} s."
-BODY_TOO_LARGE = "The request body is larger than {limit} bytes."
 DATABASE_PAGE = (
     "<!doctype html><html lang=en><head><meta charset=utf-8><title>Database unavailable</title></head><body>"
     "<h1>Database unavailable (503)</h1><p>The database cannot be reached right now. The service reconnects by "
@@ -75,10 +76,11 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    """handler500: an error outside the API's own handlers (a middleware's) is still JSON on API paths."""
+    """handler500: an error outside the API's own handlers (a middleware's) is still JSON on API paths, with the
+    API's error id in the answer and the log. Django calls it while handling the exception."""
     if not _is_api(request):
         return defaults.server_error(request)
-    return error_response(INTERNAL, status=500)
+    return internal_error(request, sys.exception())
 
 
 def database_unavailable(request: HttpRequest) -> HttpResponse:
@@ -196,7 +198,7 @@ class Admission:
             await send_json(send, 408, {"error": error, "field": "body"}, [(b"connection", b"close")])
             return
         except BodyTooLarge:
-            error = BODY_TOO_LARGE.format(limit=self.max_body)
+            error = body_too_large(self.max_body)
             await send_json(send, 413, {"error": error, "field": "body"}, [(b"connection", b"close")])
             return
         except ClientGone:

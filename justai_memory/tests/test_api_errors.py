@@ -119,6 +119,52 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
     assert "Zebra" not in logged and "Zebra" not in response.content.decode()
 
 
+def test_an_error_outside_the_api_s_handlers_is_the_same_json_500_with_an_id_that_is_logged(monkeypatch, caplog):
+    """handler500 (serving/edge.py) on an API path answers as the API does: one message, an id in the log."""
+    from connections.oauth import ResourceMetadataView
+
+    secret = "Zebra-Passwort 98765"
+
+    def broken(self, request, *args, **kwargs):
+        raise RuntimeError(f"Failing row contains ({secret})")
+
+    monkeypatch.setattr(ResourceMetadataView, "get", broken)
+    with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
+        response = Client(raise_request_exception=False).get("/.well-known/oauth-protected-resource")
+    body = _contract(response, 500)
+    [error_id] = re.findall(r"[0-9a-f]{12}", body["error"])
+    assert body["error"] == f"Internal error {error_id}; the log has the details under this id."
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "justai_memory.api.errors")
+    assert error_id in logged and "RuntimeError" in logged and "broken" in logged and "Zebra" not in logged
+
+
+def test_a_body_over_a_bound_reads_the_same_at_the_server_s_edge_and_in_the_api(client, api_token):
+    import asyncio
+
+    from justai_memory.serving.edge import Admission
+    from memories.limits import MAX_BODY_BYTES
+
+    response = client.post(
+        "/internal/v1/recall",
+        data=b" " * (MAX_BODY_BYTES + 1),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {api_token}",
+    )
+    in_api = _contract(response, 413, field="body")["error"]
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b" " * (MAX_BODY_BYTES + 1), "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(Admission(running=1, limit=1, wait=0.1, max_body=MAX_BODY_BYTES).serve(None, {}, receive, send))
+    at_edge = json.loads(sent[-1]["body"])
+    assert sent[0]["status"] == 413 and at_edge == {"error": in_api, "field": "body"}
+    assert in_api == f"The request body is larger than {MAX_BODY_BYTES} bytes."
+
+
 def test_posts_need_no_csrf_token_the_bearer_token_is_the_credential(api_token):
     client = Client(enforce_csrf_checks=True)
     room = RoomFactory()

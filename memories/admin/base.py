@@ -49,6 +49,9 @@ def when(moment) -> str:
 def actor_name(actor: str) -> str:
     """An audit actor string in words: 'person:1' -> 'Julia', 'admin:2' -> 'admin anna', 'job:x' -> 'job x'."""
     kind, _sep, ref = actor.partition(":")
+    if kind == "connection" and "/" in ref:  # connection:3/person:1
+        connection_id, _slash, speaker = ref.partition("/")
+        return _("%(who)s, through connection #%(id)s") % {"who": actor_name(speaker), "id": connection_id}
     if kind == "person" and ref.isdigit():
         person = Person.objects.filter(pk=int(ref)).first()
         return person.name if person else _("a deleted person")

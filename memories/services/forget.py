@@ -165,7 +165,7 @@ def _forgets_everything(request: ForgetRequest) -> bool:
 
 @transaction.atomic
 def forget_request_confirm(
-    *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None
+    *, token: str, speaker, confirm: bool, memory_ids: Iterable[int] | None = None, actor: str | None = None
 ) -> list[Tombstone]:
     """Redeem a forget token: forget the candidates ``memory_ids`` (the ones the person confirmed) that the
     speaker still sees, each with every active duplicate of it the speaker may see.
@@ -173,7 +173,7 @@ def forget_request_confirm(
     Without ``memory_ids`` only a token of one candidate, or a forget-everything token, is redeemed.
     Raises ApplicationError, with nothing deleted and the token left unused, when ``confirm`` is not
     true, the token is unknown, issued to another speaker, used or expired, ``memory_ids`` is missing
-    with more than one candidate, or an id is not a candidate.
+    with more than one candidate, or an id is not a candidate. The audit names ``actor``, by default the speaker.
     """
     if confirm is not True:
         raise ApplicationError(CONFIRM_REQUIRED, field="confirm")
@@ -216,7 +216,7 @@ def forget_request_confirm(
     visible = list(still.filter(pk__in=chosen).values_list("pk", flat=True))
     # With every duplicate of each: copies a race or a retry left would otherwise come back in recall.
     doomed = forget_with_duplicates(memory_ids=visible, visible=still)
-    tombstones = memories_forget(memory_ids=doomed, actor=Actor.speaker(speaker), by_person=speaker)
+    tombstones = memories_forget(memory_ids=doomed, actor=actor or Actor.speaker(speaker), by_person=speaker)
     logger.info("forget request %s: %d of %d chosen memories forgotten", request.pk, len(tombstones), len(chosen))
     return tombstones
 

@@ -24,12 +24,14 @@ def memory_remember(
     kind: str = Kind.FACT,
     about=None,
     source_ref: str = "",
+    actor: str | None = None,
 ) -> StoreResult:
     """Store what a speaker asked to remember: confirmed, source tool; merges into a duplicate.
 
     It lifts the forget blocks the speaker could have made (tombstones of the scopes visible to
     them in this room) that the new content comes close to; blocks outside their view stay.
     Without a ``language`` the content's is detected; too short to tell: the conversation's, then the speaker's.
+    The audit names ``actor`` (``Actor.connection`` through an OAuth connection), by default the speaker.
     """
     if scope not in REMEMBER_SCOPES:
         raise ApplicationError(SCOPE_NOT_ALLOWED, field="scope")
@@ -47,4 +49,4 @@ def memory_remember(
         about=about,
         source_ref=source_ref,
     )
-    return memory_store(draft=draft, actor=Actor.speaker(speaker), lift_blocks_for=(speaker, room))
+    return memory_store(draft=draft, actor=actor or Actor.speaker(speaker), lift_blocks_for=(speaker, room))

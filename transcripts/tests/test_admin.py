@@ -1,20 +1,24 @@
 """The conversations admin: read-only turns, extraction status and stats, the re-run action."""
 
+import re
 import socket
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.html import escape
 from django_q.models import OrmQ
 
 from people.tests.factories import PersonFactory
+from transcripts.admin import stats_text
 from transcripts.models import Conversation
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.extraction import conversation_extract
 from transcripts.tests.conftest import memory_role
 from transcripts.tests.factories import ConversationFactory, TurnFactory
+from transcripts.tests.fake_llm import extraction_answer
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +142,21 @@ def test_a_conversation_whose_llm_did_not_answer_shows_the_url_and_what_to_set(a
 def test_no_hint_when_the_llm_answered(admin_client):
     conversation = ended_conversation(extraction_status="failed", extraction_error="answer is not JSON")
     assert "AI_MEMORY_BASE_URL" not in admin_client.get(change_url(conversation)).content.decode()
+
+
+@pytest.mark.parametrize("language", ["de", "it"])
+def test_every_count_an_extraction_writes_is_named_in_the_admin_s_language(admin_client, fake_llm, language):
+    """The stats' keys are data (English, stable); what the list and the conversation page show of them are words."""
+    conversation = ended_conversation(speaker=None, extraction_status="queued")
+    TurnFactory(conversation=conversation, role="user", text="Im Bad ist das Licht kaputt, das Licht im Bad.")
+    same = {"content": "Im Bad ist das Licht kaputt.", "scope": "room"}
+    fake_llm.reply(extraction_answer(facts=[same, same], summary="Jemand sprach über das Licht im Bad."))
+    conversation_extract(conversation_id=conversation.pk)
+    conversation.refresh_from_db()
+    counts = {key for key, value in conversation.extraction_stats.items() if isinstance(value, int)}
+    assert {"repeats", "ungrounded", "created", "user_chars"} <= counts
+    with translation.override(language):
+        words = stats_text(conversation.extraction_stats)
+    assert not counts & set(re.findall(r"[a-z_]+", words)), words  # no key left as it is stored
+    for page in (CHANGELIST, change_url(conversation)):
+        assert escape(words) in admin_client.get(page, HTTP_ACCEPT_LANGUAGE=language).content.decode(), page
