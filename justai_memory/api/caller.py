@@ -20,15 +20,33 @@ The location fails closed, the same rule on every surface:
 """
 
 from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
 
 from connections.models import Connection
 from justai_core.errors import ApplicationError
-from justai_core.locations import CLOUD
-from justai_memory.api.common import lookup
+from justai_core.locations import CLOUD, MODEL_LOCATIONS
+from justai_memory.api.common import Id, Input, lookup
 from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM
 from people.models import Person, Room
 from transcripts.models import Conversation
+
+ModelLocationField = Field(
+    None,
+    description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
+    "(the cloud rule fails closed); with one, the conversation's location applies (cloud if either says so).",
+)
+
+
+class CallerIn(Input):
+    """The fields of a request that say who asks (``caller_of`` resolves them): every request that reads memories."""
+
+    room_id: Id
+    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
+    conversation_id: Id | None = Field(None, description="The conversation (of this room) the request belongs to.")
+    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,8 @@ from typing import Literal
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from justai_core.locations import MODEL_LOCATIONS
-from justai_memory.api.caller import Caller, caller_of
-from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, Text, lookup
-from justai_memory.api.memories import ModelLocationField
+from justai_memory.api.caller import Caller, CallerIn, caller_of
+from justai_memory.api.common import ERRORS, Id, Integer, IsoDateTime, Text, lookup
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory
 from memories.selectors.privacy import memories_allowed_or_refuse
@@ -74,13 +72,8 @@ def memory_detail(memory: Memory, caller: Caller) -> dict:
     }
 
 
-class MemoryQuery(Input):
-    model_config = {**Input.model_config, "strict": False}  # query strings are text: "7" is the id 7
-
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
-    conversation_id: Id | None = Field(None, description="The conversation (of this room) the request belongs to.")
-    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
+class MemoryQuery(CallerIn):
+    model_config = {**CallerIn.model_config, "strict": False}  # query strings are text: "7" is the id 7
 
 
 @router.get("/memories/{int:memory_id}", response={200: MemoryDetailOut, **ERRORS}, url_name="internal-memory")
@@ -94,14 +87,10 @@ def memory_get(request, memory_id: Id, asked: Query[MemoryQuery]):
     return memory_detail(memory, caller)
 
 
-class MemorySourceIn(Input):
+class MemorySourceIn(CallerIn):
     query: Text = Field(
         description="The memory the user asks about, in the words the memory block showed it (or the user's question)."
     )
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
-    conversation_id: Id | None = Field(None, description="The conversation (of this room) the question belongs to.")
-    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
     limit: Integer = Field(
         SOURCE_LIMIT_DEFAULT,
         ge=1,

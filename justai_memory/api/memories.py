@@ -7,8 +7,7 @@ from ninja import Router, Schema, Status
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from justai_core.locations import MODEL_LOCATIONS
-from justai_memory.api.caller import caller_of
+from justai_memory.api.caller import CallerIn, caller_of
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope, Tombstone
@@ -29,22 +28,11 @@ router = Router(tags=["memories"])
 IDS_NOT_A_LIST = f"must be a list of at most {MAX_MEMORY_IDS} integer ids"
 
 
-ModelLocationField = Field(
-    None,
-    description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
-    "(the cloud rule fails closed); with one, the conversation's location applies (cloud if either says so).",
-)
-
-
 # --- recall -------------------------------------------------------------------------------------
 
 
-class RecallIn(Input):
+class RecallIn(CallerIn):
     query: Text = Field(description="What the user just said, or what the assistant needs to know.")
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
-    conversation_id: Id | None = Field(None, description="The conversation (of this room) the query belongs to.")
-    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
     limit: Integer = Field(
         RECALL_LIMIT_DEFAULT,
         ge=1,
@@ -158,12 +146,8 @@ def remember(request, payload: RememberIn):
 # --- forget -------------------------------------------------------------------------------------
 
 
-class FindToForgetIn(Input):
+class FindToForgetIn(CallerIn):
     query: Text = Field(description="What to forget, in the user's words.")
-    room_id: Id
-    speaker_id: Id | None = None
-    conversation_id: Id | None = Field(None, description="The conversation (of this room) the request belongs to.")
-    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
 
 
 class CandidateOut(Schema):
