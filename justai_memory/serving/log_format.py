@@ -6,10 +6,15 @@ character (C0, DEL, C1, and the Unicode line and paragraph separators) in a reco
 written as an escape (``\\n``, ``\\x1b``, ``\\u2028``), and every further line of a record (its
 traceback) is indented, so that each line that starts at the margin is one record, written by the
 code that logged it.
+
+A traceback is written without its exceptions' messages: a message may hold what a user said (a
+database error quotes the row it refused, a parser the text it read), and a log outlives a forget.
+The stack and each exception's type stay, which is what finding the fault needs.
 """
 
 import logging
 import re
+import traceback
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -27,8 +32,28 @@ def control_characters_escaped(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+MESSAGE_WITHHELD = "(message not logged: it may hold content)"
+_EXCEPTION_TYPE = re.compile(r"([A-Za-z_][\w.]*)(?::|\n|$)")
+
+
+def traceback_without_messages(exc: BaseException) -> str:
+    """``exc``'s traceback, its causes and contexts included, with each exception's type but not its message."""
+    lines = []
+    for line in traceback.TracebackException.from_exception(exc).format():
+        if line.startswith(("Traceback (most recent call last):", "  ", "\nThe above exception", "\nDuring handling")):
+            lines.append(line)
+        elif exception_type := _EXCEPTION_TYPE.match(line):
+            # The exception-only part, "Type: message" over any number of lines: the type only.
+            lines.append(f"{exception_type.group(1)} {MESSAGE_WITHHELD}\n")
+    return "".join(lines).rstrip("\n")
+
+
 class Formatter(logging.Formatter):
-    """logging.Formatter whose message has no control character and whose further lines are indented."""
+    """logging.Formatter whose message has no control character, whose further lines are indented and whose
+    tracebacks carry no exception message."""
+
+    def formatException(self, ei) -> str:
+        return traceback_without_messages(ei[1]) if ei and ei[1] is not None else super().formatException(ei)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         record.message = control_characters_escaped(record.message)

@@ -33,6 +33,27 @@ def test_a_traceback_stays_under_its_record():
     assert "\x1b" not in text
 
 
+def test_a_traceback_names_each_exception_but_never_its_message():
+    """A message may quote what a user said (a database error the row it refused); the log outlives a forget."""
+
+    said = ["Der Code der Kellertür ist 61730", 'DETAIL: Key (content)=(Passwort "hunter2")\n  line two 61730']
+
+    def store():  # the traceback shows these source lines: the content comes from ``said``, as it would
+        try:
+            raise KeyError(said[0])
+        except KeyError as exc:
+            raise ValueError(said[1]) from exc
+
+    try:
+        store()
+    except ValueError:
+        info = sys.exc_info()
+    text = Formatter("%(levelname)s %(message)s").format(record("Internal Server Error: /admin/", exc_info=info))
+    assert "61730" not in text and "hunter2" not in text and "Kellertür" not in text
+    assert "KeyError (message not logged" in text and "ValueError (message not logged" in text
+    assert "in store" in text and "direct cause" in text
+
+
 def test_printable_text_is_unchanged():
     text = "Küche, Wohnzimmer: 20 °C ✓ città"
     assert control_characters_escaped(text) == text
