@@ -125,8 +125,7 @@ def test_a_conversation_whose_llm_did_not_answer_shows_the_url_and_what_to_set(a
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    settings.AI_ROLES = {"memory": memory_role(f"http://user:secret@127.0.0.1:{port}/v1?key=secret")}
-    settings.AI_MAX_RETRIES = 0
+    settings.AI_ROLES = {"memory": memory_role(f"http://user:secret@127.0.0.1:{port}/v1?key=secret")}  # default retries
     conversation = ended_conversation(extraction_status="queued")
     TurnFactory(conversation=conversation, role="user", text="Der Code für das Gartentor ist 4711.")
     conversation_extract(conversation_id=conversation.pk)

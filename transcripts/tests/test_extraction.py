@@ -378,8 +378,7 @@ def test_an_unreachable_model_makes_the_conversation_wait_and_it_is_extracted_on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
-    settings.AI_ROLES = {"memory": memory_role(url)}
-    settings.AI_MAX_RETRIES = 0
+    settings.AI_ROLES = {"memory": memory_role(url)}  # the default retries, AI_TIMEOUT and limits
     conversation = talk(KEY_FACT)
     conversation = extract(conversation)
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("waiting_model", 0)
