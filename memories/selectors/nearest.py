@@ -26,10 +26,11 @@ PROBE_WINDOW = 10 * EXACT_SCAN_BELOW
 # EXACT_SCAN_BELOW ids that pass the filter (one pass, shared by both branches and all vectors); if it
 # is full the set is large and the first branch walks the HNSW index, else the second ranks those few
 # rows exactly ("+ 0": an expression no index can serve), read by their ids (a join could be planned
-# as a walk over the whole table). PostgreSQL evaluates each gate once and skips the other branch. Each vector is one row of ``q``; the LATERAL join runs the branches once
-# per vector, with the vector as the index scan's ordering key, and keeps a vector with no rows (one
-# row, id NULL) so that ``exact`` says an empty small set was searched completely. Raw SQL because the
-# ORM cannot share one materialised subquery between the two branches, nor join a subquery laterally.
+# as a walk over the whole table). PostgreSQL evaluates each gate once and skips the other branch.
+# Each vector is one row of ``q``; the LATERAL join runs the branches once per vector, with the
+# vector as the index scan's ordering key, and keeps a vector with no rows (one row, id NULL) so that
+# ``exact`` says an empty small set was searched completely. Raw SQL because the ORM cannot share one
+# materialised subquery between the two branches, nor join a subquery laterally.
 # The probe is bounded whatever the planner estimates. It first walks the primary key ("id > 0":
 # every id is) over at most PROBE_WINDOW rows (the first rows of the table, which stay in
 # shared_buffers): a large set fills ``few`` there. Only when it does not, the filter's own index
