@@ -76,7 +76,7 @@ HOUSEHOLD = Path(__file__).resolve().parent / "data" / "household_pairs.json"
 HOUSEHOLD_LANGUAGES = ("de", "it", "en")
 DUPLICATES = Path(__file__).resolve().parent / "data" / "duplicate_pairs.json"
 DUPLICATE_CUTS = (0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.975, 0.98, 0.985, 0.99, 0.995)
-MARGINS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.75, 1.0)
+MARGINS = (0.1, 0.2, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.75, 1.0)
 CUTS = (0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.95)
 
 

