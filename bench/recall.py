@@ -326,6 +326,18 @@ def print_statement_breakdown(recall: dict) -> None:
             print(f"    {kind:18s} {summary(values)}   mean in the slowest 5 %: {share:6.2f} ms")
 
 
+def print_parts_ratio(recall: dict) -> None:
+    """Recall's p50 against its two parts that cannot go (issue 40's target: within 1.5x): the query embedding
+    and one vector statement, both p50 of the same run."""
+    total = statistics.median(recall["total"])
+    embedding = statistics.median(recall["embed"])
+    vector = statistics.median(k.get("vector", 0.0) for k in recall["kinds"])
+    print(
+        f"  recall / (query embedding + vector statement), p50: {total:.1f} / ({embedding:.1f} + {vector:.1f} ms)"
+        f" = {total / (embedding + vector):.2f}x (target <= 1.5x)"
+    )
+
+
 def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
     from memories.models import AuditEvent, Memory
     from memories.services.remember import memory_remember
@@ -581,6 +593,7 @@ def main() -> None:
         print(f"  SQL alone          {summary(recall['sql'])}")
         print_statement_breakdown(recall)
         print(f"  query embedding    {summary(recall['embed'])}")
+        print_parts_ratio(recall)
         print(f"recall without the context path (baseline, same questions): {summary(recall['baseline_total'])}")
         print(f"  SQL alone          {summary(recall['baseline_sql'])}")
         print(
