@@ -136,12 +136,11 @@ def nearest_memories_many(
 
 
 def table_where(candidates) -> tuple[str, tuple] | None:
-    """The WHERE clause (SQL with %s placeholders, its params as a tuple) of a Memory queryset that filters on the table's own
-    columns, for raw SQL on memories_memory; None when nothing can match.
+    """The WHERE clause (SQL with %s placeholders, its params as a tuple) of a Memory queryset that filters on the
+    table's own columns, for raw SQL on memories_memory; None when nothing can match.
 
-    Compiled once per queryset object and kept on it: recall's statements share one candidates queryset
-    (compiling its visibility filter cost ~0.9 ms each time). A queryset's methods return a new object, so
-    a further filter compiles its own clause.
+    Compiled once per queryset object and kept on it: recall's four statements on the table share one
+    candidates queryset. A queryset's methods return a new object, so a further filter compiles its own.
     """
     try:
         return candidates._table_where
