@@ -82,17 +82,12 @@ def nearest_memories_many(
     Pairs with the same filter share its ``few`` probe, so a batch of items of one scope costs one
     pass over that scope plus one index (or exact) search per vector.
     """
-    compiled: dict[int, tuple[str, list] | None] = {}  # a queryset passed with many vectors is compiled once
-    wheres = []
-    for candidates, _ in searches:
-        if id(candidates) not in compiled:
-            compiled[id(candidates)] = table_where(candidates)
-        wheres.append(compiled[id(candidates)])
-    groups: dict[object, tuple[str, list, list[int]]] = {}
+    wheres = [table_where(candidates) for candidates, _ in searches]  # compiled once per queryset object
+    groups: dict[object, tuple[str, tuple, list[int]]] = {}
     for index, where in enumerate(wheres):
         if where is None:  # nothing can pass the filter
             continue
-        key = (where[0], tuple(where[1]))
+        key = where
         try:
             hash(key)
         except TypeError:  # unhashable parameters: a group of its own
@@ -140,9 +135,17 @@ def nearest_memories_many(
     return results
 
 
-def table_where(candidates) -> tuple[str, list] | None:
-    """The WHERE clause (SQL with %s placeholders, params) of a Memory queryset that filters on the table's own
-    columns, for raw SQL on memories_memory; None when nothing can match."""
+def table_where(candidates) -> tuple[str, tuple] | None:
+    """The WHERE clause (SQL with %s placeholders, its params as a tuple) of a Memory queryset that filters on the
+    table's own columns, for raw SQL on memories_memory; None when nothing can match.
+
+    Compiled once per queryset object and kept on it: recall's four statements on the table share one
+    candidates queryset. A queryset's methods return a new object, so a further filter compiles its own.
+    """
+    try:
+        return candidates._table_where
+    except AttributeError:
+        pass
     query = candidates.query
     if sum(1 for count in query.alias_refcount.values() if count) > 1:  # joins the filter did not trim
         raise ValueError("nearest_memories needs a filter on the memories table's own columns (no joins).")
@@ -150,7 +153,10 @@ def table_where(candidates) -> tuple[str, list] | None:
     try:
         where, params = compiler.compile(query.where)
     except EmptyResultSet:
-        return None
+        where = None
     except FullResultSet:
-        where, params = "TRUE", []
-    return where or "TRUE", list(params)
+        where = ("TRUE", ())
+    else:
+        where = (where or "TRUE", tuple(params))
+    candidates._table_where = where
+    return where

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from memories.embedders import FastembedEmbedder, HashEmbedder, build_embedder, embedder_by_name
+from memories.embedders import FastembedEmbedder, HashEmbedder, build_embedder, embedder_by_name, vector_literal
 
 TEXTS = ["Der Kellerschlüssel liegt in der blauen Dose", "Julian likes short answers", "Il codice è 4711"]
 
@@ -112,3 +112,11 @@ def test_e5_vectors_of_a_text_and_its_nfkc_form_are_the_same():
     e5 = embedder_by_name("e5-small")
     for text in ("\ufdfa", "\ufb01nde \u00bd \uff26\uff4f\uff4f", "Wo ist der Schlüssel?"):
         assert float(e5.embed_query(text) @ e5.embed_query(unicodedata.normalize("NFKC", text))) > 0.9999
+
+
+def test_vector_literal_follows_an_array_changed_in_place():
+    vector = np.array([0.5, -0.25, 0.125], dtype=np.float32)
+    assert vector_literal(vector) == "[500000000e-9,-250000000e-9,125000000e-9]"
+    vector[0] = 0.75
+    assert vector_literal(vector) == "[750000000e-9,-250000000e-9,125000000e-9]"
+    assert vector_literal([0.75, -0.25, 0.125]) == vector_literal(vector)

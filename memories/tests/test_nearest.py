@@ -124,3 +124,13 @@ def test_a_small_set_is_probed_in_bounded_work_when_the_statistics_count_rows_th
     assert len(found) == 3 and found[0][1] == pytest.approx(1.0, abs=1e-5)
     # The window, then Ben's three rows by the index and by the exact ranking; not the table's other rows.
     assert fetched <= nearest.PROBE_WINDOW + 10
+
+
+def test_the_where_clause_is_kept_per_queryset_and_a_further_filter_compiles_its_own():
+    anna = PersonFactory()
+    active = Memory.objects.active()
+    where = nearest.table_where(active)
+    assert nearest.table_where(active) is where
+    annas = active.filter(owner=anna)
+    assert nearest.table_where(annas) != where and anna.pk in nearest.table_where(annas)[1]
+    assert nearest.table_where(active.none()) is None
