@@ -44,7 +44,7 @@ WHERE p.id = ANY(%s) AND p.source = ANY(%s) AND p.source_ref <> ''
 class Context(NamedTuple):
     neighbours: dict[int, list[int]]  # candidate id -> its context neighbours
     similarity: dict[int, float]  # neighbour id -> its similarity to the question
-    replies: dict[int, int] = {}  # candidate that asks -> its reply, the neighbour stored right after it
+    replies: dict[int, int]  # candidate that asks -> its reply, the neighbour stored right after it
 
 
 def context_neighbours(*, candidates, ids: list[int], embedding, min_similarity: float) -> Context:
@@ -53,7 +53,7 @@ def context_neighbours(*, candidates, ids: list[int], embedding, min_similarity:
     ``ids`` that asks, its reply (the first visible memory stored after it in its source) when it is a neighbour."""
     where = table_where(candidates)
     if where is None or not ids:
-        return Context(neighbours={}, similarity={})
+        return Context(neighbours={}, similarity={}, replies={})
     params = [
         vector_literal(embedding),
         QUESTION_END,

@@ -356,63 +356,67 @@ def test_a_neighbour_below_the_context_floor_stays_out():
     assert unrelated.pk in ranked(0.0)  # without a floor it came along
 
 
-def test_a_neighbour_the_vector_path_would_bring_on_its_own_passes_a_higher_context_floor():
+def beside_fillers(texts_and_similarities, *, query, limit, context_min, relevance_margin):
+    """Four notes from no conversation close to the question (the vector path's other hits), then one conversation
+    of ``texts_and_similarities`` (each text with its similarity to the question): its memories and the ranking."""
     room = RoomFactory()
-    for n in range(4):  # the vector path's other hits fill its places
+    for n in range(4):
         MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.01, 10 + n))
-    _, within, below = conversation_memories(
-        [
-            ("Anna just got new running shoes", near(0.35, 1)),
-            ("For the park on Sundays", near(0.20, 2)),  # below context_min, above the relevance floor
-            ("The door code is 2580", near(0.12, 3)),  # below both
-        ]
+    memories = conversation_memories(
+        [(text, near(similarity, i)) for i, (text, similarity) in enumerate(texts_and_similarities, start=1)]
     )
     analyze()
     result = ranked_memories(
         candidates=recall_candidates(speaker=None, room=room),
-        query="new running shoes",
+        query=query,
         embedding=one_hot(0),
         languages=["en"],
+        limit=limit,
+        thresholds=one_hot_thresholds(context_min=context_min, recall_min=0.05),
+        tuning=RecallTuning(relevance_margin=relevance_margin),
+    )
+    return memories, result
+
+
+def test_a_neighbour_the_vector_path_would_bring_on_its_own_passes_a_higher_context_floor():
+    (_, within, below), result = beside_fillers(
+        [
+            ("Anna just got new running shoes", 0.35),
+            ("For the park on Sundays", 0.20),  # below context_min, above the relevance floor
+            ("The door code is 2580", 0.12),  # below both
+        ],
+        query="new running shoes",
         limit=6,
-        thresholds=one_hot_thresholds(context_min=0.3, recall_min=0.05),
-        tuning=RecallTuning(relevance_margin=0.2),  # floor 0.35 - 0.2 x 0.95 = 0.16
+        context_min=0.3,
+        relevance_margin=0.2,  # floor 0.35 - 0.2 x 0.95 = 0.16
     )
     found = [r.id for r in result]
     assert within.pk in found and "context" in result[found.index(within.pk)].found_by
     assert below.pk not in found
 
 
-def asked_and_answered(*, answer_similarity: float, room):
-    for n in range(4):
-        MemoryFactory(content=f"Filler note {n}", embedding=near(0.30 - n * 0.01, 10 + n))
-    memories = conversation_memories(
+def asked_and_answered(*, answer_similarity: float):
+    return beside_fillers(
         [
-            ("How did the kids like the trip to the zoo?", near(0.35, 1)),
-            ("They loved it, the penguins most of all", near(answer_similarity, 2)),
-            ("Ben made tea", near(0.01, 3)),
-        ]
-    )
-    analyze()
-    result = ranked_memories(
-        candidates=recall_candidates(speaker=None, room=room),
+            ("How did the kids like the trip to the zoo?", 0.35),
+            ("They loved it, the penguins most of all", answer_similarity),
+            ("Ben made tea", 0.01),
+        ],
         query="how did the kids like the zoo",
-        embedding=one_hot(0),
-        languages=["en"],
         limit=5,
-        thresholds=one_hot_thresholds(context_min=0.12, recall_min=0.05),
-        tuning=RecallTuning(relevance_margin=0.1),
+        context_min=0.12,
+        relevance_margin=0.1,
     )
-    return memories, result
 
 
 def test_the_reply_to_a_memory_that_asks_comes_just_above_it():
-    (question, reply, _), result = asked_and_answered(answer_similarity=0.16, room=RoomFactory())
+    (question, reply, _), result = asked_and_answered(answer_similarity=0.16)
     assert [r.id for r in result][:2] == [reply.pk, question.pk]
     assert result[0].found_by["context"].rank == 1
 
 
 def test_a_reply_below_the_context_floor_is_not_lifted_and_the_next_memory_never_takes_its_place():
-    (question, reply, after), result = asked_and_answered(answer_similarity=0.09, room=RoomFactory())
+    (question, reply, after), result = asked_and_answered(answer_similarity=0.09)
     found = [r.id for r in result]
     assert found[0] == question.pk
     assert reply.pk not in found and after.pk not in found
