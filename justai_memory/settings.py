@@ -240,6 +240,7 @@ OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH_DYNAMIC_REGISTRATION = env.bool("OAUTH_DYNAMIC_REGISTRATION", default=True)
 OAUTH2_PROVIDER = {
     "OAUTH2_VALIDATOR_CLASS": "connections.oauth.MemoryValidator",
+    "OAUTH2_SERVER_CLASS": "connections.oauth_endpoints.MemoryServer",  # authorization_code and refresh_token only
     "SCOPES": {"memory:read": "Recall what the household remembers", "memory:write": "Remember and forget"},
     "DEFAULT_SCOPES": ["memory:read", "memory:write"],
     "PKCE_REQUIRED": True,  # for public clients; connections.oauth.MemoryValidator lets confidential ones leave it out
