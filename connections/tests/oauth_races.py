@@ -34,6 +34,11 @@ class Trial:
     json_answers: int = 0  # answers whose Content-Type is application/json
 
 
+def one_after_the_other(*calls):
+    """The calls in sequence (a race's baseline)."""
+    return [call() for call in calls]
+
+
 def at_once(*calls):
     """Run the calls on threads released together by a barrier; their results in order (an exception re-raised)."""
     barrier = threading.Barrier(len(calls))
@@ -143,34 +148,35 @@ def _observed(answers: list[httpx.Response]) -> Trial:
     return trial
 
 
-def refresh_race(household: Household, choices: dict) -> Trial:
-    """One refresh token sent twice at once; ``live_tokens``: of the pairs issued, how many work afterwards."""
+def refresh_race(household: Household, choices: dict, fire=at_once) -> Trial:
+    """One refresh token sent twice (by ``fire``: at once, or one after the other for a baseline);
+    ``live_tokens``: of the pairs issued, how many work afterwards."""
     client_id = household.register()
     first = household.exchange(client_id, *household.approved_code(client_id, choices))
     assert first.status_code == 200, first.text
     refresh_token = first.json()["refresh_token"]
-    answers = at_once(*[lambda: household.refresh(client_id, refresh_token)] * 2)
+    answers = fire(*[lambda: household.refresh(client_id, refresh_token)] * 2)
     trial = _observed(answers)
     trial.live_tokens = household.tokens_live(client_id, answers)
     return trial
 
 
-def code_race(household: Household, choices: dict) -> Trial:
-    """One code exchanged twice at once; ``live_tokens``: of the pairs issued, how many work afterwards."""
+def code_race(household: Household, choices: dict, fire=at_once) -> Trial:
+    """One code exchanged twice (by ``fire``); ``live_tokens``: of the pairs issued, how many work afterwards."""
     client_id = household.register()
     code, verifier = household.approved_code(client_id, choices)
-    answers = at_once(*[lambda: household.exchange(client_id, code, verifier)] * 2)
+    answers = fire(*[lambda: household.exchange(client_id, code, verifier)] * 2)
     trial = _observed(answers)
     trial.live_tokens = household.tokens_live(client_id, answers)
     return trial
 
 
-def approval_race(household: Household, choices: dict) -> tuple[Trial, str]:
-    """The consent form's Allow sent twice at once (a double click); the trial and the client's id (to count its
-    live connections)."""
+def approval_race(household: Household, choices: dict, fire=at_once) -> tuple[Trial, str]:
+    """The consent form's Allow sent twice (by ``fire``: at once is a double click); the trial and the client's id
+    (to count its live connections)."""
     client_id = household.register()
     _verifier, challenge = pkce()
     path, fields = household.consent_form(client_id, challenge, choices)
-    answers = at_once(*[lambda: household.allow(path, fields)] * 2)
+    answers = fire(*[lambda: household.allow(path, fields)] * 2)
     trial = Trial(statuses=[answer.status_code for answer in answers])
     return trial, client_id

@@ -204,11 +204,11 @@ class Admission:
                 body = await body_read(receive, max_bytes=self.max_body)
         except TimeoutError:
             error = BODY_TOO_SLOW.format(seconds=f"{self.read_timeout:g}")
-            await send_json(send, 408, refusal(scope["path"], error, "body"), [(b"connection", b"close")])
+            await send_json(send, 408, refusal(scope.get("path", ""), error, "body"), [(b"connection", b"close")])
             return
         except BodyTooLarge:
             error = body_too_large(self.max_body)
-            await send_json(send, 413, refusal(scope["path"], error, "body"), [(b"connection", b"close")])
+            await send_json(send, 413, refusal(scope.get("path", ""), error, "body"), [(b"connection", b"close")])
             return
         except ClientGone:
             return
