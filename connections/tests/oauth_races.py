@@ -5,22 +5,16 @@ Each race starts from a fresh client and approval and fires its two requests fro
 client could observe: the two answers (status, OAuth error) and whether the tokens it was given still open /mcp.
 """
 
-import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import httpx
 
 from connections.tests.oauth_flow import authorize_query, code_from, hidden_fields, pkce
+from justai_memory.tests.test_mcp import ACCEPT, INITIALIZE
+from memories.tests.test_races import in_parallel
 
 REDIRECT = "http://127.0.0.1:33418/callback"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "race", "version": "1"}},
-}
-MCP_ACCEPT = "application/json, text/event-stream"
 TIMEOUT = 60
 
 
@@ -40,22 +34,8 @@ def one_after_the_other(*calls):
 
 
 def at_once(*calls):
-    """Run the calls on threads released together by a barrier; their results in order (an exception re-raised)."""
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def run(index, call):
-        barrier.wait()
-        try:
-            results[index] = call()
-        except Exception as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(TIMEOUT)
+    """The calls on threads released together by a barrier; their results in order (an exception re-raised)."""
+    results = in_parallel(calls)
     for result in results:
         if isinstance(result, Exception):
             raise result
@@ -119,7 +99,7 @@ class Household:
         answer = httpx.post(
             f"{self.origin}/mcp",
             json=INITIALIZE,
-            headers={"Authorization": f"Bearer {access_token}", "Accept": MCP_ACCEPT},
+            headers={"Authorization": f"Bearer {access_token}", **ACCEPT},
             timeout=TIMEOUT,
         )
         assert answer.status_code in (200, 401), answer.text[:500]

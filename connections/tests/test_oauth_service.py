@@ -2,35 +2,17 @@
 real processes, loopback only; slow): every answer RFC 6749 JSON whatever its method, size or form, and the races
 of test_oauth_races.py across two worker processes."""
 
-import shutil
-import signal
 import socket
-import tempfile
-from pathlib import Path
 
 import httpx
 import pytest
 
 from connections.tests.oauth_races import Household, approval_race, code_race, refresh_race
-from justai_memory.tests.test_service import ADMIN_PASSWORD, Service
+from justai_memory.tests.test_service import ADMIN_PASSWORD, service  # noqa: F401 (the fixture: ./scripts/run)
 
 pytestmark = pytest.mark.slow
 
 TRIALS = 5
-
-
-@pytest.fixture(scope="module")
-def service():
-    data_dir = Path(tempfile.mkdtemp(prefix="justai-oauth-test-"))
-    service = Service(data_dir / "data", data_dir / "service.log")
-    service.start()
-    service.manage("add_room", "Kitchen")
-    with service.database() as conn:
-        service.room_id = conn.execute("SELECT id FROM people_room WHERE name = 'Kitchen'").fetchone()[0]
-    yield service
-    if service.process.poll() is None:
-        service.stop(signal.SIGTERM)
-    shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def assert_oauth_json(response: httpx.Response, status: int, error: str | None = None) -> dict:
@@ -42,12 +24,12 @@ def assert_oauth_json(response: httpx.Response, status: int, error: str | None =
     return body
 
 
-def raw_answer(service, request: bytes) -> tuple[int, dict, bytes]:
+def raw_answer(port: int, request: bytes) -> tuple[int, dict, bytes]:
     """Send ``request`` as is on a new connection; the answer's status, headers and body (HTTP/1.1 via h11)."""
     import h11
 
     conn = h11.Connection(h11.CLIENT)
-    with socket.create_connection(("127.0.0.1", service.port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(request)
         status, headers, body = 0, {}, b""
         while True:
@@ -62,7 +44,7 @@ def raw_answer(service, request: bytes) -> tuple[int, dict, bytes]:
                 return status, headers, body
 
 
-def test_every_answer_of_the_oauth_endpoints_is_rfc_6749_json(service):
+def test_every_answer_of_the_oauth_endpoints_is_rfc_6749_json(service):  # noqa: F811
     url = service.url
     for method, path in (("GET", "/oauth/token/"), ("PUT", "/oauth/token/"), ("DELETE", "/oauth/token/")):
         response = httpx.request(method, url(path), timeout=30)
@@ -81,12 +63,12 @@ def test_every_answer_of_the_oauth_endpoints_is_rfc_6749_json(service):
 
 
 @pytest.mark.parametrize("size", [10_000, 200_000])
-def test_a_long_authorization_url_is_a_json_4xx(service, size):
+def test_a_long_authorization_url_is_a_json_4xx(service, size):  # noqa: F811
     """10 KB reaches the endpoint (a parameter over 2,048 characters); 200 KB is past what the server reads of a
     head (h11's 16 KiB): refused by the server's protocol, in the same form."""
     target = f"/oauth/authorize/?response_type=code&client_id=x&state={'s' * size}"
     request = f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\nAccept: application/json\r\n\r\n"
-    status, headers, body = raw_answer(service, request.encode())
+    status, headers, body = raw_answer(service.port, request.encode())
     assert 400 <= status < 500 and headers["content-type"] == "application/json", (status, headers, body[:300])
     answer = httpx.Response(status, headers=headers, content=body)
     assert_oauth_json(answer, status, "invalid_request")
@@ -94,11 +76,11 @@ def test_a_long_authorization_url_is_a_json_4xx(service, size):
         return
     # Elsewhere the same refusal is the API's JSON: error and field.
     api = f"GET /internal/v1/health?q={'q' * size} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n\r\n"
-    status, headers, body = raw_answer(service, api.encode())
+    status, headers, body = raw_answer(service.port, api.encode())
     assert headers["content-type"] == "application/json" and "field" in httpx.Response(status, content=body).json()
 
 
-def test_races_across_two_worker_processes(service):
+def test_races_across_two_worker_processes(service):  # noqa: F811
     household = Household(service.url(""), "admin", ADMIN_PASSWORD)
     choices = {"room": service.room_id, "speaker": "", "model_location": "local", "access": "memory:read"}
     for _ in range(TRIALS):
