@@ -5,17 +5,25 @@ Each race starts from a fresh client and approval and fires its two requests fro
 client could observe: the two answers (status, OAuth error) and whether the tokens it was given still open /mcp.
 """
 
+import threading
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import httpx
 
 from connections.tests.oauth_flow import authorize_query, code_from, hidden_fields, pkce
-from justai_memory.tests.test_mcp import ACCEPT, INITIALIZE
-from memories.tests.test_races import in_parallel
 
 REDIRECT = "http://127.0.0.1:33418/callback"
 TIMEOUT = 60
+# No Django here (bench/oauth_races.py runs these against a service without setting Django up): the MCP client's
+# first request and the barrier are written out rather than imported from test_mcp.py and memories' test_races.py.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "race", "version": "1"}},
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 @dataclass
@@ -35,7 +43,21 @@ def one_after_the_other(*calls):
 
 def at_once(*calls):
     """The calls on threads released together by a barrier; their results in order (an exception re-raised)."""
-    results = in_parallel(calls)
+    barrier = threading.Barrier(len(calls))
+    results: list = [None] * len(calls)
+
+    def run(index, call):
+        barrier.wait()
+        try:
+            results[index] = call()
+        except Exception as exc:  # re-raised below, in the caller's thread
+            results[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i, call)) for i, call in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
     for result in results:
         if isinstance(result, Exception):
             raise result
