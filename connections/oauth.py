@@ -7,15 +7,11 @@ speaker and a model location (a ``Connection``), the link from the tokens back t
 the lookup the MCP server makes for each bearer token.
 """
 
-import base64
-import binascii
-import functools
 import hashlib
 import json
-import posixpath
 from datetime import timedelta
 from typing import Annotated, Literal
-from urllib.parse import parse_qs, unquote_plus, urlparse, urlsplit
+from urllib.parse import parse_qs, urlparse, urlsplit
 
 from django import forms
 from django.contrib.auth.mixins import UserPassesTestMixin
@@ -57,6 +53,8 @@ from connections.models import (
     checksum,
     refresh_token_expiry,
 )
+from connections.oauth_endpoints import oauth_error
+from connections.uris import redirect_uri_problem, resource_key
 from justai_core.locations import ModelLocation
 from people.models import Person, Room
 
@@ -66,23 +64,11 @@ MCP_PATH = "/mcp"
 # that may also remember and forget needs the rights to add and delete memories (else: recall only).
 APPROVE_PERMISSIONS = ("connections.add_connection", "memories.view_memory")
 WRITE_PERMISSIONS = ("memories.add_memory", "memories.delete_memory")
-DEFAULT_PORTS = {"http": 80, "https": 443}
+# A refresh token sent again this soon after it was rotated came with the request that rotated it (a client that
+# refreshed twice at once): invalid_grant, without revoking the pair the other request was given.
+ROTATED_MOMENTS_AGO = timedelta(seconds=10)
 LAST_USE_PRECISION = timedelta(minutes=1)  # a connection's last use is written at most once a minute
 NOT_THIS_RESOURCE = "This server issues tokens for its MCP server only: {resource}."
-
-
-def resource_key(uri) -> tuple | None:
-    """A resource URI as RFC 8707 compares it: scheme, host, port (the scheme's default when left out) and
-    path (dot segments and a trailing slash removed); None for what is no absolute http(s) URI of a host."""
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except (TypeError, ValueError):
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in DEFAULT_PORTS or not parts.hostname or parts.username is not None or parts.fragment:
-        return None
-    return scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme], posixpath.normpath(parts.path or "/")
 
 
 def oauthlib_mcp_resource(request) -> str:
@@ -125,7 +111,22 @@ class MemoryValidator(OAuth2Validator):
         application = Application.objects.filter(client_id=client_id).only("client_type").first()
         return application is None or application.client_type != Application.CLIENT_CONFIDENTIAL
 
+    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs):
+        """The client's registered redirect URIs, and only where ``connections.uris`` allows one (registered before
+        the rule, or changed by hand: refused at the authorization endpoint all the same)."""
+        if redirect_uri_problem(redirect_uri, admin_registered=_admin_registered(request.client)):
+            return False
+        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+
+    def get_default_redirect_uri(self, client_id, request, *args, **kwargs):
+        uri = super().get_default_redirect_uri(client_id, request, *args, **kwargs)
+        return None if redirect_uri_problem(uri or "", admin_registered=_admin_registered(request.client)) else uri
+
     def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        """A code from the consent page, unused; two exchanges of one code run one after the other (the code's
+        row is locked until the token request's transaction ends): the second finds it gone and revokes what
+        the first was issued."""
+        get_grant_model().objects.select_for_update().filter(code=code, application=client).first()
         if not super().validate_code(client_id, code, client, request, *args, **kwargs):
             self._revoke_if_reused(code)
             return False
@@ -140,8 +141,8 @@ class MemoryValidator(OAuth2Validator):
 
     def _revoke_if_reused(self, code) -> None:
         """RFC 6749 4.1.2: a code used a second time revokes every token issued from it (its refresh family,
-        and with it the connection): whoever uses it again may have stolen it. Committed at once, whatever the
-        request's answer."""
+        and with it the connection): whoever uses it again may have stolen it. Committed with the token
+        request's answer, ``invalid_grant``."""
         if isinstance(code, str) and code:
             with transaction.atomic():
                 for connection in Connection.objects.active().filter(
@@ -150,7 +151,7 @@ class MemoryValidator(OAuth2Validator):
                     connection.revoke()
 
     def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
-        """Two exchanges of one code at once: the one that finds the code gone revokes what both were issued."""
+        """A code gone although locked (a connection revoked at the same moment): what it was issued is revoked."""
         try:
             super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
         except InvalidGrantError:
@@ -158,10 +159,27 @@ class MemoryValidator(OAuth2Validator):
             raise
 
     def validate_refresh_token(self, refresh_token, client, request, *args, **kwargs):
+        """A live refresh token of an active connection.
+
+        Two refreshes with one token run one after the other: its row is locked until the token request's
+        transaction ends. The second finds it rotated a moment ago (``ROTATED_MOMENTS_AGO``) and is
+        ``invalid_grant`` while the first's new pair stays live: a client that refreshed twice at once keeps
+        its connection. Sent again later, a rotated token revokes its whole family (the toolkit's reuse
+        protection, in ``super()``): whoever sends it may have stolen it."""
+        RefreshToken = get_refresh_token_model()
+        token_checksum = hashlib.sha256(refresh_token.encode()).hexdigest()
+        token = RefreshToken.objects.select_for_update().filter(token_checksum=token_checksum).order_by("-pk").first()
+        if (
+            token is not None
+            and token.revoked is not None
+            and token.revoked > timezone.now() - ROTATED_MOMENTS_AGO
+            and get_access_token_model().objects.filter(source_refresh_token=token).exists()
+        ):
+            return False
         if not super().validate_refresh_token(refresh_token, client, request, *args, **kwargs):
             return False
         token = request.refresh_token_instance
-        if token.revoked is None and token.created <= timezone.now() - refresh_token_expiry():
+        if token.created <= timezone.now() - refresh_token_expiry():
             return False  # unused for longer than a refresh token lasts (the daily clean-up deletes it)
         if not Connection.objects.active().filter(token_family=token.token_family).exists():
             return False
@@ -181,11 +199,18 @@ class MemoryValidator(OAuth2Validator):
             )
 
     def _check_and_set_request_resource(self, request):
-        """A token names the resource it is for (RFC 8707): a client that named none gets one bound at issue to
-        the MCP server on the origin it asked (``validate_code`` and ``validate_refresh_token`` refused others)."""
+        """A token names the resource it is for (RFC 8707): the MCP server on the origin the client asked, in its
+        canonical form, whatever form the client named (``validate_code`` and ``validate_refresh_token`` refused
+        any other resource) or if it named none."""
+        request.resource = []  # compared already; the toolkit's own comparison is of the strings sent
         super()._check_and_set_request_resource(request)
-        if not request.resource:
+        request.resource = [oauthlib_mcp_resource(request)]
+
+    def _create_authorization_code(self, request, code, expires=None):
+        """The code keeps the canonical resource (``validate_response_type`` refused any other), never the one sent."""
+        if request.resource:
             request.resource = [oauthlib_mcp_resource(request)]
+        return super()._create_authorization_code(request, code, expires)
 
     def _create_refresh_token(self, request, refresh_token_code, access_token, previous_refresh_token):
         refresh_token = super()._create_refresh_token(request, refresh_token_code, access_token, previous_refresh_token)
@@ -196,6 +221,10 @@ class MemoryValidator(OAuth2Validator):
                 token_family=refresh_token.token_family
             )
         return refresh_token
+
+
+def _admin_registered(application) -> bool:
+    return application is not None and application.registration_source == application.RegistrationSource.MANUAL
 
 
 def connection_for_token(raw_token: str, resource: str) -> tuple[Connection, frozenset[str]] | None:
@@ -268,6 +297,7 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
 
     template_name = "connections/consent.html"
     form_class = ConsentForm
+    http_method_names = ["get", "post", "head", "options"]  # FormView's PUT would post the form
 
     def test_func(self):
         user = self.request.user
@@ -310,6 +340,9 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
         if not form.cleaned_data.get("allow"):
             return super().form_valid(form)
         with transaction.atomic():
+            # Approvals of one client run one after the other (two clicks on Allow at once): the later one finds
+            # the earlier's connection and replaces it, as it would a minute later.
+            get_application_model().objects.select_for_update().filter(pk=application.pk).first()
             response = super().form_valid(form)
             code = parse_qs(urlparse(getattr(self, "success_url", "") or "").query).get("code")
             if code:
@@ -333,10 +366,8 @@ class ConsentView(UserPassesTestMixin, AuthorizationView):
     def error_response(self, error, application, **kwargs):
         response = super().error_response(error, application, **kwargs)
         if response.status_code >= 400 and "text/html" not in self.request.headers.get("Accept", ""):
-            oauth_error = error.oauthlib_error
-            return JsonResponse(
-                {"error": oauth_error.error, "error_description": oauth_error.description},
-                status=response.status_code,
+            return oauth_error(
+                error.oauthlib_error.error, error.oauthlib_error.description, status=response.status_code
             )
         return response
 
@@ -350,15 +381,23 @@ def _no_nul(value: str) -> str:
 Text = Annotated[str, AfterValidator(_no_nul)]
 
 
+def _redirect_allowed(uri: str) -> str:
+    """A self-registered client's redirect URI, by the MCP authorization spec's rule (``connections.uris``)."""
+    problem = redirect_uri_problem(uri)
+    if problem:
+        raise ValueError(f"{uri!r} {problem}")
+    return uri
+
+
 class ClientMetadata(BaseModel):
     """What a client may register (RFC 7591): the authorization code flow, a few redirect URIs, a short name.
 
     Other metadata fields are ignored, as the RFC allows; django-oauth-toolkit registers the client.
     """
 
-    redirect_uris: list[Annotated[Text, StringConstraints(min_length=1, max_length=500)]] = Field(
-        min_length=1, max_length=10
-    )
+    redirect_uris: list[
+        Annotated[Text, StringConstraints(min_length=1, max_length=500), AfterValidator(_redirect_allowed)]
+    ] = Field(min_length=1, max_length=10)
     client_name: Annotated[Text, StringConstraints(max_length=200)] = ""
     grant_types: list[Literal["authorization_code", "refresh_token"]] = ["authorization_code", "refresh_token"]
     response_types: list[Literal["code"]] = ["code"]
@@ -441,84 +480,6 @@ class RegistrationManagementView(DynamicClientRegistrationManagementView):
         return _as_registered(super().put(request, client_id, *args, **kwargs), metadata)
 
 
-MAX_PARAMETER_CHARS = 2048  # any one parameter (a state, a redirect URI, a code, a token, a secret)
-# What each error of RFC 6749 means here, for the answers that came without a description (oauthlib leaves
-# most without one; Home Assistant logs a missing one as "unknown error").
-ERROR_DESCRIPTIONS = {
-    "invalid_request": "The request lacks a parameter, repeats one, or holds one that is not allowed.",
-    "invalid_client": "The client is unknown, or its authentication failed.",
-    "invalid_grant": (
-        "The code or refresh token is unknown, expired, used or revoked, or was issued to another client; or "
-        "the PKCE code_verifier or the redirect_uri does not match the authorization request."
-    ),
-    "unauthorized_client": "This client may not use this grant type.",
-    "unsupported_grant_type": "This server takes the grant types authorization_code and refresh_token only.",
-    "unsupported_response_type": "This server takes the response type code only.",
-    "invalid_scope": "The scope is unknown; this server has memory:read and memory:write.",
-    "unsupported_token_type": "This server revokes access and refresh tokens only.",
-    "access_denied": "The request was denied.",
-}
-
-
-def _basic_credentials(request) -> str:
-    """The decoded credentials of an ``Authorization: Basic`` header ('' for any other header or bad base64), also
-    form-decoded as RFC 6749 2.3.1 has them (``%00`` is a NUL there too)."""
-    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        return ""
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8", "replace")
-    except (ValueError, binascii.Error):
-        return ""
-    return f"{decoded} {unquote_plus(decoded)}"
-
-
-def oauth_endpoint(view):
-    """An OAuth endpoint (authorize, token, revoke, register): bad input is ``invalid_request`` JSON before the
-    view runs, and every error it answers in JSON carries an ``error_description``.
-
-    Refused first: a parameter or Basic credentials holding a NUL character (PostgreSQL cannot store one, and
-    no identifier, code or token contains one) and a parameter longer than ``MAX_PARAMETER_CHARS`` (a
-    ``state`` comes back in the redirect, whatever its length)."""
-
-    @functools.wraps(view)  # keeps the view's csrf_exempt and login_not_required marks
-    def wrapped(request, *args, **kwargs):
-        items = [*request.GET.lists(), *(request.POST.lists() if request.method == "POST" else [])]
-        problem = None
-        for name, values in items:
-            if any("\x00" in value for value in values) or "\x00" in name:
-                problem = f"The parameter {name!r} holds a NUL character."
-            elif any(len(value) > MAX_PARAMETER_CHARS for value in values):
-                problem = f"The parameter {name!r} is longer than {MAX_PARAMETER_CHARS} characters."
-            if problem:
-                break
-        if problem is None and "\x00" in _basic_credentials(request):
-            problem = "The client credentials of the Authorization header hold a NUL character."
-        if problem:
-            return JsonResponse({"error": "invalid_request", "error_description": problem}, status=400)
-        return _described(view(request, *args, **kwargs))
-
-    return wrapped
-
-
-def _described(response):
-    """A JSON error answer given the ``error_description`` its error means when it came without one."""
-    if response.status_code < 400 or not response.get("Content-Type", "").startswith("application/json"):
-        return response
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        return response
-    if not isinstance(body, dict) or not isinstance(body.get("error"), str) or body.get("error_description"):
-        return response
-    body["error_description"] = ERROR_DESCRIPTIONS.get(body["error"], "The request was refused.")
-    described = JsonResponse(body, status=response.status_code)
-    for header, value in response.items():
-        if header.lower() not in ("content-type", "content-length"):
-            described[header] = value
-    return described
-
-
 class ResourceMetadataView(OAuthProtectedResourceMetadataView):
     """RFC 9728 metadata: the protected resource is the MCP server, at either well-known path."""
 
@@ -538,5 +499,4 @@ __all__ = [
     "RegistrationView",
     "ResourceMetadataView",
     "connection_for_token",
-    "oauth_endpoint",
 ]

@@ -58,8 +58,9 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_SECURE_HSTS_PRELOAD", default=False)
 # The HSTS preload list takes public domains only; a household's LAN name (memory.home.arpa) cannot be on it.
-# Home Assistant without My Home Assistant redirects to its own http:// address on the LAN: OAuth clients
-# may register http redirect URIs (exact match only), which django-oauth-toolkit's deploy check warns about.
+# Home Assistant without My Home Assistant redirects to its own http:// address on the LAN: a client an admin
+# registers may have http redirect URIs (exact match only), which django-oauth-toolkit's deploy check warns
+# about; a client that registers itself only https or loopback ones (connections/uris.py).
 SILENCED_SYSTEM_CHECKS = ["security.W021", "oauth2_provider.W008"]
 # --- end of deployment security -----------------------------------------------------------------------
 
@@ -240,6 +241,7 @@ OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH_DYNAMIC_REGISTRATION = env.bool("OAUTH_DYNAMIC_REGISTRATION", default=True)
 OAUTH2_PROVIDER = {
     "OAUTH2_VALIDATOR_CLASS": "connections.oauth.MemoryValidator",
+    "OAUTH2_SERVER_CLASS": "connections.oauth_endpoints.MemoryServer",  # authorization_code and refresh_token only
     "SCOPES": {"memory:read": "Recall what the household remembers", "memory:write": "Remember and forget"},
     "DEFAULT_SCOPES": ["memory:read", "memory:write"],
     "PKCE_REQUIRED": True,  # for public clients; connections.oauth.MemoryValidator lets confidential ones leave it out

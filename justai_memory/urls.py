@@ -8,14 +8,15 @@ from connections.oauth import (
     RegistrationManagementView,
     RegistrationView,
     ResourceMetadataView,
-    oauth_endpoint,
 )
+from connections.oauth_endpoints import TokenView, oauth_endpoint
 
 # The OAuth 2.1 server of the MCP endpoint (connections/oauth.py): django-oauth-toolkit's views under
-# oauth/, the consent page ours; the metadata documents at the root, where RFC 8414 and RFC 9728 put them.
+# oauth/, the consent page and the token endpoint's transaction ours, each endpoint answering errors in RFC 6749
+# JSON (connections/oauth_endpoints.py); the metadata documents at the root, where RFC 8414 and RFC 9728 put them.
 oauth_patterns = [
-    path("oauth/authorize/", oauth_endpoint(ConsentView.as_view()), name="authorize"),
-    path("oauth/token/", oauth_endpoint(oauth_views.TokenView.as_view()), name="token"),
+    path("oauth/authorize/", oauth_endpoint(ConsentView.as_view(), pages_for_browsers=True), name="authorize"),
+    path("oauth/token/", oauth_endpoint(TokenView.as_view()), name="token"),
     path("oauth/revoke/", oauth_endpoint(oauth_views.RevokeTokenView.as_view()), name="revoke-token"),
     path("oauth/register/", oauth_endpoint(RegistrationView.as_view()), name="dcr-register"),
     path(

@@ -11,7 +11,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
 from connections.models import READ, WRITE, Access, Client, Connection
-from connections.oauth import connection_for_token
+from connections.oauth import ROTATED_MOMENTS_AGO, connection_for_token
 from connections.tests.oauth_flow import authorize_query
 from connections.tests.test_oauth import MCP, REDIRECT, admin, approve, client_app, exchange, refresh  # noqa: F401
 from justai_memory.admin.trail import source_trail
@@ -54,6 +54,8 @@ def test_a_replayed_refresh_token_shows_the_connection_revoked(admin, client_app
     client_id, secret = client_app
     tokens = connected(admin, client_app)
     refresh(admin, client_id, secret, tokens["refresh_token"])
+    rotated = get_refresh_token_model().objects.exclude(revoked=None)
+    rotated.update(revoked=timezone.now() - ROTATED_MOMENTS_AGO - timedelta(seconds=1))  # not a double refresh
     replay = refresh(admin, client_id, secret, tokens["refresh_token"])  # the old one again: its family ends
     assert replay.status_code == 400
     assert state(admin) == "revoked"

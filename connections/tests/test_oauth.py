@@ -313,7 +313,7 @@ def test_a_client_made_for_another_grant_gets_no_token(client):
     )
     data = {"grant_type": "client_credentials", "client_id": "robot", "client_secret": "robot-secret"}
     response = client.post("/oauth/token/", data)
-    assert response.status_code in (400, 401) and response.json()["error"] == "unauthorized_client", response.content
+    assert response.status_code == 400 and response.json()["error"] == "unsupported_grant_type", response.content
     assert not get_access_token_model().objects.exists()
 
 

@@ -44,6 +44,7 @@ from justai_memory.api.parser import body_too_large
 # Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
 # calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
 API_PATHS = ("/internal/", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
+OAUTH_PATHS = ("/oauth/",)  # their errors are RFC 6749's: error + error_description (connections/oauth_endpoints.py)
 HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANGO_ALLOWED_HOSTS)."
 BAD_REQUEST = "Bad request."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
@@ -102,6 +103,14 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
                 return busy_response(request)
             return database_unavailable(request)
         return None
+
+
+def refusal(path: str, error: str, field: str | None) -> dict:
+    """The body of a refusal the edge answers itself: on the OAuth endpoints RFC 6749's ``invalid_request`` with
+    the message as its description, elsewhere the API's ``error`` and ``field``."""
+    if path.startswith(OAUTH_PATHS):
+        return {"error": "invalid_request", "error_description": error}
+    return {"error": error, "field": field}
 
 
 async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -195,11 +204,11 @@ class Admission:
                 body = await body_read(receive, max_bytes=self.max_body)
         except TimeoutError:
             error = BODY_TOO_SLOW.format(seconds=f"{self.read_timeout:g}")
-            await send_json(send, 408, {"error": error, "field": "body"}, [(b"connection", b"close")])
+            await send_json(send, 408, refusal(scope.get("path", ""), error, "body"), [(b"connection", b"close")])
             return
         except BodyTooLarge:
             error = body_too_large(self.max_body)
-            await send_json(send, 413, {"error": error, "field": "body"}, [(b"connection", b"close")])
+            await send_json(send, 413, refusal(scope.get("path", ""), error, "body"), [(b"connection", b"close")])
             return
         except ClientGone:
             return

@@ -5,7 +5,11 @@ longer than WEB_TIMEOUT) serving the ASGI app ``justai_memory.serving.asgi:appli
 from the settings, which read the environment.
 """
 
+import json
 import os
+import re
+
+import h11
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
 # The settings are read here, in the arbiter, and the workers fork from it with them: the pool must be on
@@ -17,7 +21,10 @@ from gunicorn.glogging import Logger as GunicornLogger
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
+from justai_memory.serving.edge import refusal
 from justai_memory.serving.log_format import Formatter
+
+UNPARSABLE = "The request's head could not be read (malformed, or longer than {limit} bytes)."
 
 
 class HeadDeadline(H11Protocol):
@@ -29,15 +36,39 @@ class HeadDeadline(H11Protocol):
     """
 
     head_timer = None
+    head_start = b""  # the first bytes of the head being read: its method and path, for a refusal's form
+    refused = False  # answered 400 to a head it could not read: the rest of the request is dropped
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self._head_deadline_set()
 
     def data_received(self, data: bytes) -> None:
+        if self.refused:
+            return
+        if self._waiting_for_head() and not self.head_start:
+            self.head_start = bytes(data[:256])
         super().data_received(data)
         if not self._waiting_for_head():
             self._head_deadline_cancel()
+            self.head_start = b""
+
+    def send_400_response(self, msg: str) -> None:
+        """A request uvicorn cannot read (a head over h11's limit among them): a JSON 400 in the edge's form for its
+        path (RFC 6749's on the OAuth endpoints), not uvicorn's text/plain."""
+        path = re.match(rb"[A-Z]+ (/[^ ?]*)", self.head_start)
+        error = UNPARSABLE.format(limit=self.conn._max_incomplete_event_size)
+        body = json.dumps(refusal(path.group(1).decode("latin-1") if path else "", error, None)).encode()
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        # Closed at once with unread bytes, the socket would send a reset, which may destroy the answer before the
+        # client reads it: only the sending side ends; what still comes is dropped until the head deadline.
+        self.refused = True
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
