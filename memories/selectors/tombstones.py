@@ -33,21 +33,29 @@ from memories.models import Tombstone
 HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
-        q.f, q.n, string_to_array(q.d, ' ') AS d, string_to_array(q.w, ' ') AS w,
-        string_to_array(q.d || ' ' || q.w, ' ') AS dw, string_to_array(q.m, ' ')::int[] AS m,
-        t.digests::text[] && string_to_array(q.x, ' ') AS x
+        t.word_marks::int[] || t.key_marks::int[] AS known, q.f, q.n, string_to_array(q.d, ' ') AS d,
+        string_to_array(q.w, ' ') AS w, string_to_array(q.c, ' ') AS c, string_to_array(q.d || ' ' || q.w, ' ') AS dw,
+        string_to_array(q.m, ' ')::int[] AS m, string_to_array(q.k, ' ')::int[] AS k,
+        t.digests::text[] && string_to_array(q.x, ' ') AS x,
+        t.key_marks::int[] && string_to_array(q.k, ' ')::int[] AND t.digests::text[] && string_to_array(q.c, ' ')
+            AS keyed
     FROM ({candidates} OFFSET 0) t
-    JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[], %s::text[])
-        AS q(v, i, d, w, f, m, n, x)
+    JOIN unnest(
+        %s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[], %s::text[], %s::text[],
+        %s::text[]
+    ) AS q(v, i, d, w, f, m, n, x, c, k)
     ON q.f OR t.digests::text[] && string_to_array(q.x, ' ') OR 1 - (t.vector <=> q.v) >= %s
+        OR t.key_marks::int[] && string_to_array(q.k, ' ')::int[] AND t.digests::text[] && string_to_array(q.c, ' ')
     OFFSET 0
 ) p
 WHERE p.s >= CASE
     WHEN p.x THEN -1
+    WHEN p.keyed THEN -1
     WHEN p.f AND p.digests && p.dw THEN -1
     WHEN p.digests && p.d AND (cardinality(p.marks) = 0 OR (
-        SELECT count(*) FROM unnest(p.m) AS mark WHERE mark <> ALL(p.marks)
+        SELECT count(*) FROM unnest(p.k) AS mark WHERE mark <> ALL(p.known)
     ) <= %s) THEN %s
+    WHEN p.digests && p.d AND NOT p.digests && p.c THEN %s
     WHEN p.digests && p.d THEN %s
     WHEN p.digests && p.w THEN %s
     WHEN p.n > 0 AND p.s >= %s AND p.n <= (SELECT count(*) FROM unnest(p.m) AS mark WHERE mark = ANY(p.marks)) THEN %s
@@ -116,7 +124,7 @@ def _hits(
     candidates = queryset.filter(embedder=space.name).annotate(
         vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
     )
-    sql, params = candidates.values("id", "vector", "digests", "word_marks").query.sql_with_params()
+    sql, params = candidates.values("id", "vector", "digests", "word_marks", "key_marks").query.sql_with_params()
     sql = HITS_SQL.format(candidates=sql)
     thresholds = space.thresholds
     params = [
@@ -125,8 +133,9 @@ def _hits(
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
         *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
         [" ".join(d.whole) for d in digests],
+        *([" ".join(d.numbers) for d in digests], [" ".join(map(str, d.keys)) for d in digests]),
         min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
-        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
+        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.tombstone, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
         thresholds.tombstone_distinct or thresholds.tombstone,
         thresholds.tombstone,

@@ -10,7 +10,14 @@ from django.db import connection
 
 from justai_core.errors import ApplicationError
 from memories import digests
-from memories.digests import content_words, digest_key, distinctive_tokens, token_digests, word_marks
+from memories.digests import (
+    content_words,
+    digest_key,
+    distinctive_tokens,
+    text_digests,
+    token_digests,
+    word_marks,
+)
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Source, Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
@@ -32,18 +39,49 @@ SECRET = "Zebra-Passwort 98765 quokka"
         ("Code 12-34", {"1234"}),
         ("Code 4.711", {"4711"}),
         ("Code 4711", {"4711"}),
-        ("am 12.03.2024", {"20240312"}),
-        ("on 2024-03-12", {"20240312"}),
-        ("am 12/03/2024", {"20240312"}),
+        ("am 12.03.2024", {"20240312", "--0312"}),  # a date, and the same day in any year
+        ("on 2024-03-12", {"20240312", "--0312"}),
+        ("am 12/03/2024", {"20240312", "--0312"}),
         ("Karte 1234 5678", {"1234", "5678", "12345678"}),
         ("PIN 0417", {"0417"}),
         ("kestrel4491", {"kestrel4491", "4491"}),
         ("Zebra:98765", {"98765"}),
-        ("im Jahr 2024, am 3. Mai, im 2nd floor, 42 Äpfel", set()),
+        ("im Jahr 2024, im 2nd floor, 42 Äpfel, 1.5 Liter", set()),
     ],
 )
 def test_values_are_normalised_numbers_codes_and_dates(text, values):
     assert distinctive_tokens(text).values == values
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Termin am 14. März um 9 Uhr",
+        "il 14 marzo alle 9",
+        "on March 14 at 9",
+        "on the 14th of March",
+        "el 14 de marzo a las 9",
+        "am 14.03. um 9",
+        "14/03",
+    ],
+)
+def test_a_date_with_a_month_name_is_the_value_of_the_same_day_written_in_digits(text):
+    assert distinctive_tokens(text).dates == {"--0314"}
+
+
+def test_a_date_with_a_month_name_and_a_year_is_the_numeric_date():
+    for text in ("14 de marzo de 2025", "14. März 2025", "March 14th, 2025", "il 14 marzo 2025"):
+        assert distinctive_tokens(text).values == distinctive_tokens("14.03.2025").values == {"20250314", "--0314"}
+    assert distinctive_tokens("am 3. Mai").values == {"--0503"} != distinctive_tokens("am 3. April").values
+
+
+def test_a_month_named_alone_is_a_forgotten_memorys_value_that_no_text_shares():
+    """It makes "due in June" a memory with a when (tombstone_distinct), without blocking every June."""
+    tokens = distinctive_tokens("Anna is pregnant and due in June.")
+    assert tokens.values == set() and tokens.months and tokens.months <= tokens.all
+    assert distinctive_tokens("I may come").months == set()  # "may" is mostly a verb
+    digests = text_digests("Anna's birthday is in June.")
+    assert digests.values == digests.numbers == []
 
 
 def test_rare_words_are_weak_tokens_and_common_ones_none():
@@ -294,7 +332,13 @@ def _vocabulary() -> set[str]:
     data = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "forget_blocks.json").read_text())
     texts = [CHOSEN_WORDS]
     for household in data["households"]:
-        texts.extend(entry["text"] for group in household.values() if isinstance(group, list) for entry in group)
+        texts.extend(
+            entry["text"]
+            for group in household.values()
+            if isinstance(group, list)
+            for entry in group
+            if "text" in entry
+        )
     words = set()
     for text in texts:
         normalised = digests._normalise(text)
