@@ -6,8 +6,10 @@ password), so that "Zebra: 98765" is recognised as carrying the value of a forgo
 "Zebra-Passwort 98765 quokka" even where the meanings are far apart.
 
 Tokens are normalised before hashing: case-folded, separators inside a number or code removed
-("12-34" = "1234", "4.711" = "4711"), numeric dates written as year, month, day ("12.03.2024" =
-"2024-03-12"). Numbers need three digits; a bare year (1900-2099) is no token: it says when, not
+("12-34" = "1234", "4.711" = "4711"), dates written as year, month, day ("12.03.2024" = "2024-03-12" =
+"12 de marzo de 2024") and as the day in any year ("14/03" = "14 marzo" = "14. März" = "March 14"; the
+month names of memories.matching.MONTHS). A month named alone ("due in June") is a value of the forgotten
+memory that no text is blocked for sharing. Numbers need three digits; a bare year (1900-2099) is no token: it says when, not
 what. Rare means absent from wordfreq's small word lists of the household languages (Zipf
 frequency < 3, rarer than once per million words in each): "quokka", "Metformin", "Kellertür";
 not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
@@ -25,6 +27,13 @@ digest of its letters and digits only, and is matched in the text as a reader se
 JSON-escapes decoded, NFKC, case-folded, split on the separators of URLs, query strings, fragments,
 JSON and key=value ("?psk=Sonnenblume%2D8812", ``{"psk": "SONNENBLUME_8812"}``, full-width letters).
 Such a value is the secret in any language and wording; its parts alone are not ("Bus 8812").
+
+A short number is the same digits as a bus line, so it ties a text to a forgotten memory only beside what it is
+about: a tombstone keeps **key marks**, the word marks of the forgotten memory's key words (three letters and up,
+"PIN", "Haustür"; no function word, month, letters of a value or name of the household), and a text that carries
+one of its numbers or codes and one of its key words ("pin=6093", "die Haustür geht mit 6093 auf") is the
+forgotten value where it stands. Kept turns are looked up by **value keys**, the first 64 bits of each digest
+(``token_keys``), so a forget reads only the turns that hold one of the forgotten values.
 
 The key is kept outside the database (``FORGET_DIGEST_KEY`` from the environment, else a key generated
 once into the data folder), so the database alone does not let anyone test guesses against a digest.
@@ -435,7 +444,7 @@ def digest_keys(digests) -> list[int]:
 
 @lru_cache(maxsize=65536)
 def _digest(token: str, key: bytes) -> str:
-    # A scan of every kept turn (transcripts' redaction) meets the same words again and again.
+    # Keying many turns (turns_append, the migration that keys the kept ones) meets the same words again and again.
     return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
@@ -480,7 +489,7 @@ def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
 
 @lru_cache(maxsize=65536)
 def _chunk_digests(chunk: str, key: bytes) -> frozenset[str]:
-    # Words repeat across a household's turns: a scan of every turn computes each one once.
+    # Words repeat across the turns a forget reads: each chunk is digested once.
     return frozenset(_digests(distinctive_tokens(chunk).all, key))
 
 

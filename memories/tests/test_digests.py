@@ -14,6 +14,7 @@ from memories.digests import (
     content_words,
     digest_key,
     distinctive_tokens,
+    key_marks,
     text_digests,
     token_digests,
     word_marks,
@@ -26,7 +27,7 @@ from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.helpers import one_hot
-from people.tests.factories import RoomFactory
+from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -157,6 +158,44 @@ def test_a_fragment_with_the_forgotten_value_is_blocked_however_far_its_meaning(
         [tombstone.pk],
         [],
     ]
+
+
+PIN = "Die PIN der Haustür ist 6093."
+
+
+def test_a_number_beside_a_key_word_of_the_forgotten_memory_is_blocked_however_far_its_meaning():
+    """A number or code and a key word of the forgotten memory: blocked at any similarity; the number alone is not."""
+    embedder = get_embedder()
+    tombstone = Tombstone.objects.create(
+        embedding=one_hot(0),
+        embedder=embedder.name,
+        scope="shared",
+        digests=token_digests(PIN),
+        word_marks=word_marks(PIN),
+        key_marks=key_marks(PIN),
+    )
+    texts = {
+        "gate?pin=6093&open=1": True,
+        '{"door": "front", "pin": 6093}': True,
+        "Ich hab's probiert, die Haustür geht mit 6093 auf.": True,
+        "Bus 6093 kommt um acht.": False,  # the number alone
+        "open=1&x=6093&y=2": False,
+        "Die Haustür wurde 1993 eingebaut, die Garage hat die Nummer 6094.": False,  # the key word alone
+    }
+    hits = tombstone_hits_many(contents=list(texts), embeddings=[one_hot(1)] * len(texts), embedder=embedder)
+    assert {text: found == [tombstone.pk] for text, found in zip(texts, hits, strict=True)} == texts
+
+
+def test_a_household_name_is_no_key_word_of_a_tombstone():
+    """A name says who, not what: Lucía's hotel room 0417 is not her forgotten card PIN 0417."""
+    PersonFactory(name="Lucía", aliases=["Lu"])
+    tombstone = forget("El PIN de la tarjeta de Lucía es 0417.", language="es")
+    assert tombstone.key_marks == key_marks("El PIN de la tarjeta es 0417.") != key_marks("Lucía")
+    assert set(key_marks("Lucía")) <= set(tombstone.word_marks)  # the name is still one of its words
+    embedder = get_embedder()
+    Tombstone.objects.filter(pk=tombstone.pk).update(embedding=one_hot(0))
+    hotel = "La habitación del hotel de Lucía en Sevilla era la 0417."
+    assert tombstone_hits_many(contents=[hotel], embeddings=[one_hot(1)], embedder=embedder) == [[]]
 
 
 @pytest.mark.parametrize(
