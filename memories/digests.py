@@ -52,7 +52,7 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from memories.matching import DATE_WORDS, MONTHS
+from memories.matching import DATE_WORDS, MONTH_PATTERN, MONTHS
 
 # The languages whose common words are not distinctive (wordfreq's small lists cover them all).
 FREQUENCY_LANGUAGES = ("de", "en", "it", "es", "fr")
@@ -90,10 +90,9 @@ _YEAR_FIRST = re.compile(r"^(\d{4})[./-](\d{1,2})[./-](\d{1,2})$")
 _DAY_MONTH = re.compile(r"^(\d{1,2})/(\d{1,2})$|^(\d{2})\.(\d{2})$")
 # A date with a month name (memories.matching.MONTHS): "14 marzo", "14. März", "14th of March", "14 de marzo de
 # 2025", "March 14", "March 14th, 2025". Read case-insensitively, in the text as said (digest_spans) or normalised.
-_MONTH_NAME = "|".join(sorted(map(re.escape, MONTHS), key=len, reverse=True))
 _MONTH_DATE = re.compile(
-    rf"\b(?:(?P<day>\d{{1,2}})(?:\.|st|nd|rd|th|º|ª|°|er)?\s*(?:de\s+|of\s+(?:the\s+)?)?(?P<month>{_MONTH_NAME})"
-    rf"|(?P<month_first>{_MONTH_NAME})\s+(?:the\s+)?(?P<day_after>\d{{1,2}})(?:st|nd|rd|th)?)\b"
+    rf"\b(?:(?P<day>\d{{1,2}})(?:\.|st|nd|rd|th|º|ª|°|er)?\s*(?:de\s+|of\s+(?:the\s+)?)?(?P<month>{MONTH_PATTERN})"
+    rf"|(?P<month_first>{MONTH_PATTERN})\s+(?:the\s+)?(?P<day_after>\d{{1,2}})(?:st|nd|rd|th)?)\b"
     r"(?:,?\s*(?:de\s+)?(?P<year>\d{4})\b)?",
     re.IGNORECASE,
 )

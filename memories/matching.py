@@ -14,6 +14,8 @@ _MONTH_NAMES = (
     "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
 )
 MONTHS = {name: number for names in _MONTH_NAMES for number, name in enumerate(names.split(), start=1)}
+# A month name in a regular expression (longest first: "märz" before "mar…"; match case-insensitively).
+MONTH_PATTERN = "|".join(sorted(map(re.escape, MONTHS), key=len, reverse=True))
 WEEKDAYS = frozenset(
     (
         "monday tuesday wednesday thursday friday saturday sunday "

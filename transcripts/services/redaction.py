@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from memories.digests import digest_keys, digest_spans, token_digests, token_keys
+from memories.matching import MONTH_PATTERN
 from memories.models import Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
 from memories.services.embeddings import active_embedder
@@ -29,8 +30,9 @@ from transcripts.models import FORGOTTEN_MARKER, Turn
 
 logger = logging.getLogger(__name__)
 
-# What extraction would make one item of: a sentence (a turn may say several things).
-_SENTENCE_END = re.compile(r"(?<=[.!?…;])\s+|\n+")
+# What extraction would make one item of: a sentence (a turn may say several things). Not before a month name:
+# the dot of "am 14. März" ends no sentence, and the date is one value.
+_SENTENCE_END = re.compile(rf"(?<=[.!?…;])\s+(?!(?:{MONTH_PATTERN})\b)|\n+", re.IGNORECASE)
 
 
 def _sentences(text: str) -> Iterable[tuple[int, int]]:

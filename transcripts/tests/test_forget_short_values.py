@@ -114,3 +114,20 @@ def test_a_forget_of_only_a_short_value_keeps_unrelated_numbers_and_leaves_nothi
     assert [Turn.objects.get(pk=turn.pk).text for turn in turns] == others
     said.refresh_from_db()
     assert "6093" not in said.text and said.text.count(FORGOTTEN_MARKER) == 2, said.text
+
+
+def test_a_forgotten_date_with_a_month_name_is_redacted_as_the_day_in_any_form(api, usem3):
+    """Marco's dentist on "14 marzo": the German turn's "14. März" goes (the dot ends no sentence), his birthday on
+    the same day and his fear of the dentist stay."""
+    marco, hall = PersonFactory(name="Marco"), RoomFactory()
+    conversation = ConversationFactory(speaker=marco, room=hall, language="de")
+    said = TurnFactory(
+        conversation=conversation, role="user", speaker=marco, text="Ich habe am 14. März um 9 Uhr den Zahnarzt."
+    )
+    others = ["Il 14 marzo Marco compie trent'anni.", "Marco ha paura del dentista."]
+    kept = [TurnFactory(conversation=conversation, role="user", speaker=marco, text=text) for text in others]
+    dentist = remember(api, "Marco ha un appuntamento dal dentista il 14 marzo alle 9.", room=hall, speaker=marco)
+    forget(api, "Dimentica l'appuntamento dal dentista", room=hall, speaker=marco, memory_id=dentist)
+    said.refresh_from_db()
+    assert said.text == f"Ich habe am {FORGOTTEN_MARKER} um 9 Uhr den Zahnarzt.", said.text
+    assert [Turn.objects.get(pk=turn.pk).text for turn in kept] == others
