@@ -9,10 +9,10 @@ Tokens are normalised before hashing: case-folded, separators inside a number or
 ("12-34" = "1234", "4.711" = "4711"), dates written as year, month, day ("12.03.2024" = "2024-03-12" =
 "12 de marzo de 2024") and as the day in any year ("14/03" = "14 marzo" = "14. März" = "March 14"; the
 month names of memories.matching.MONTHS). A month named alone ("due in June") is a value of the forgotten
-memory that no text is blocked for sharing. Numbers need three digits; a bare year (1900-2099) is no token: it says when, not
-what. Rare means absent from wordfreq's small word lists of the household languages (Zipf
-frequency < 3, rarer than once per million words in each): "quokka", "Metformin", "Kellertür";
-not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
+memory that no text is blocked for sharing. Numbers need three digits; a bare year (1900-2099) is no
+token: it says when, not what. Rare means absent from wordfreq's small word lists of the household
+languages (Zipf frequency < 3, rarer than once per million words in each): "quokka", "Metformin",
+"Kellertür"; not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
 
 A location or a name has no such token ("Il passaporto di Marco è nel cassetto sotto il forno"), and
 a fragment of it ("Passaporto di Marco: cassetto sotto il forno") sits just under the meaning
