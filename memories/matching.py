@@ -3,22 +3,30 @@
 import re
 
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
-# Month and weekday names in the household's main languages: "am 3. März" and "am 3. April" differ.
-DATE_WORDS = {
-    w
-    for w in (
-        "january february march april may june july august september october november december "
+# Month names in the household's main languages, January first: "am 3. März" and "am 3. April" differ, and
+# "14 marzo", "14. März", "March 14" and "14 de marzo" are one date (memories.digests reads them).
+_MONTH_NAMES = (
+    "january february march april may june july august september october november december",
+    "januar februar märz april mai juni juli august september oktober november dezember",
+    "jänner",  # Austrian January (the first name of its line)
+    "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre",
+    "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre",
+    "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
+)
+MONTHS = {name: number for names in _MONTH_NAMES for number, name in enumerate(names.split(), start=1)}
+# A month name in a regular expression (longest first: "märz" before "mar…"; match case-insensitively).
+MONTH_PATTERN = "|".join(sorted(map(re.escape, MONTHS), key=len, reverse=True))
+WEEKDAYS = frozenset(
+    (
         "monday tuesday wednesday thursday friday saturday sunday "
-        "januar jänner februar märz mai juni juli oktober dezember "
         "montag dienstag mittwoch donnerstag freitag samstag sonntag "
-        "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre "
         "lunedì martedì mercoledì giovedì venerdì sabato domenica "
-        "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre "
         "lunes martes miércoles jueves viernes sábado domingo "
-        "janvier février mars avril mai juin juillet août septembre octobre novembre décembre "
         "lundi mardi mercredi jeudi vendredi samedi dimanche"
     ).split()
-}
+)
+# Month and weekday names: "am 3. März" and "am 3. April" differ.
+DATE_WORDS = frozenset(MONTHS) | WEEKDAYS
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 

@@ -400,6 +400,16 @@ class Tombstone(models.Model):
         ),
         verbose_name=_("word marks"),
     )
+    key_marks = ArrayField(
+        models.SmallIntegerField(),
+        default=list,
+        blank=True,
+        help_text=_(
+            "12 bits of the HMAC of each of the forgotten memory's key words, names left out (memories/digests.py); "
+            "no text."
+        ),
+        verbose_name=_("key marks"),
+    )
     blocked_count = models.PositiveIntegerField(
         default=0, help_text=_("New items this block dropped."), verbose_name=_("times it blocked")
     )

@@ -1,3 +1,5 @@
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
@@ -105,12 +107,26 @@ class Turn(models.Model):
     )
     text = models.TextField(verbose_name=_("text"))
     created_at = models.DateTimeField(default=timezone.now, verbose_name=_("at"))
+    # Which turns a forget must read: the first 64 bits of the keyed digest of each distinctive token and whole
+    # value of the text (memories.digests.token_keys; no text, the key is outside the database). NULL: not read
+    # yet (a row made without turns_append); the next forget reads such rows whole and fills their keys.
+    token_keys = ArrayField(
+        models.BigIntegerField(),
+        null=True,
+        blank=True,
+        help_text=_("Index keys of the keyed digests of the text's values (memories/digests.py); no text."),
+        verbose_name=_("value keys"),
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
         verbose_name = _("turn")
         verbose_name_plural = _("turns")
-        indexes = [models.Index(fields=["conversation", "created_at"], name="turn_conversation_time_idx")]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="turn_conversation_time_idx"),
+            GinIndex(fields=["token_keys"], name="turn_token_keys_idx"),
+            models.Index(fields=["id"], condition=Q(token_keys__isnull=True), name="turn_keys_missing_idx"),
+        ]
         constraints = [
             choices_constraint("role", Role, "turn_role_valid"),
             models.CheckConstraint(condition=~Q(text=""), name="turn_text_not_empty"),

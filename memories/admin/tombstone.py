@@ -22,9 +22,9 @@ class TombstoneAdmin(RecordAdmin):
     list_filter = ["scope", "embedder"]
     list_select_related = ["owner", "room", "forgotten_by_person", "forgotten_by_user"]
     date_hierarchy = "forgotten_at"
-    # The digests and word marks are no text, but their numbers mean nothing to a family: the page says
+    # The digests, word marks and key marks are no text, but their numbers mean nothing to a family: the page says
     # what a block is instead.
-    exclude = ["embedding", "digests", "word_marks"]
+    exclude = ["embedding", "digests", "word_marks", "key_marks"]
     readonly_fields = ["what_it_is"]
     actions = [lift_blocks]
 

@@ -16,38 +16,53 @@ from memories.models import Tombstone
 # (OFFSET 0) keeps PostgreSQL from comparing vectors of other dimensions. Tombstone vectors are kept
 # inline (migration 0003); should one be out of line (TOAST) or compressed all the same, the typmod
 # cast (``::vector(dim)``) fetches it once per statement instead of once per comparison.
+# A text that shares a number or code (q.c: the value digests that are no date) and a key word (q.k: its key marks;
+# the tombstone's leave out the household's names and the value's own letters, memories.digests.key_marks) is
+# blocked whatever its similarity too: "pin=6093", {"pin": 6093} and "die Haustür geht mit 6093 auf" after
+# forgetting "Die PIN der Haustür ist 6093"; "Bus 6093 kommt um acht" shares the number only.
 # A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
 # is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
 # dates, space-separated) from the low ``digest_related`` similarity on when it says little besides
-# (at most VALUE_NEW_WORDS of its content words are not among the tombstone's word marks: "Das
-# Passwort ist 98765"), else from ``digest_weak`` on (the number in a fact of its own: "El pedido 2580
-# de la farmacia llega mañana"; tombstones made before the word marks keep the low threshold); one
-# that shares only a weak digest (q.w: rare words) from ``digest_weak`` on, and so does a text made of
-# the forgotten memory's own words (q.m: its word marks, q.n: how many the tombstone must hold); any
-# other text from ``tombstone`` on. Every rule but the fragment's needs at least the lowest of those
-# thresholds (the join condition), so the rules and their array work run only for the few pairs that
-# close (p: a fence again, so the planner cannot merge them into the join's condition); the marks are
-# counted only for a pair that shares a value digest or is already ``digest_weak`` close. A text that
-# shares none of the digests of a tombstone that has some needs ``tombstone_distinct`` (another fact
-# about the same subject), one compared with a tombstone without digests ``tombstone``.
+# (at most VALUE_NEW_WORDS of its key words are not among the tombstone's word and key marks: "Das
+# Passwort ist 98765"), else, when what it shares is a date only, from ``tombstone`` on (a date is the
+# when of many facts: "Il 14 marzo Marco compie trent'anni"), else from ``digest_weak`` on (the number in
+# a fact of its own: "El pedido 2580 de la farmacia llega mañana"; tombstones made before the word marks
+# keep the low threshold); one that shares only a weak digest (q.w: rare words) from ``digest_weak`` on,
+# and so does a text made of the forgotten memory's own words (q.m: its word marks, q.n: how many the
+# tombstone must hold); any other text from ``tombstone`` on. Every rule but the fragment's, the whole
+# value's and the key word's needs at least the lowest of those thresholds (the join condition), so the
+# rules and their array work run only for the few pairs that close (p: a fence again, so the planner
+# cannot merge them into the join's condition); the marks are counted only for a pair that shares a value
+# digest or is already ``digest_weak`` close. A text that shares none of the digests of a tombstone that
+# has some (a month named alone counts: memories.digests.MONTH_ALONE_PREFIX) needs ``tombstone_distinct``
+# (another fact about the same subject: "Anna's birthday is in June" after "Anna is pregnant and due in
+# June"), one compared with a tombstone without digests ``tombstone``.
 HITS_SQL = """
 SELECT p.i, p.id, NULL::text FROM (
     SELECT q.i, t.id, 1 - (t.vector <=> q.v) AS s, t.digests::text[] AS digests, t.word_marks::int[] AS marks,
-        q.f, q.n, string_to_array(q.d, ' ') AS d, string_to_array(q.w, ' ') AS w,
-        string_to_array(q.d || ' ' || q.w, ' ') AS dw, string_to_array(q.m, ' ')::int[] AS m,
-        t.digests::text[] && string_to_array(q.x, ' ') AS x
+        t.word_marks::int[] || t.key_marks::int[] AS known, q.f, q.n, string_to_array(q.d, ' ') AS d,
+        string_to_array(q.w, ' ') AS w, string_to_array(q.c, ' ') AS c, string_to_array(q.d || ' ' || q.w, ' ') AS dw,
+        string_to_array(q.m, ' ')::int[] AS m, string_to_array(q.k, ' ')::int[] AS k,
+        t.digests::text[] && string_to_array(q.x, ' ') AS x,
+        t.key_marks::int[] && string_to_array(q.k, ' ')::int[] AND t.digests::text[] && string_to_array(q.c, ' ')
+            AS keyed
     FROM ({candidates} OFFSET 0) t
-    JOIN unnest(%s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[], %s::text[])
-        AS q(v, i, d, w, f, m, n, x)
+    JOIN unnest(
+        %s::vector[], %s::int[], %s::text[], %s::text[], %s::bool[], %s::text[], %s::int[], %s::text[], %s::text[],
+        %s::text[]
+    ) AS q(v, i, d, w, f, m, n, x, c, k)
     ON q.f OR t.digests::text[] && string_to_array(q.x, ' ') OR 1 - (t.vector <=> q.v) >= %s
+        OR t.key_marks::int[] && string_to_array(q.k, ' ')::int[] AND t.digests::text[] && string_to_array(q.c, ' ')
     OFFSET 0
 ) p
 WHERE p.s >= CASE
     WHEN p.x THEN -1
+    WHEN p.keyed THEN -1
     WHEN p.f AND p.digests && p.dw THEN -1
     WHEN p.digests && p.d AND (cardinality(p.marks) = 0 OR (
-        SELECT count(*) FROM unnest(p.m) AS mark WHERE mark <> ALL(p.marks)
+        SELECT count(*) FROM unnest(p.k) AS mark WHERE mark <> ALL(p.known)
     ) <= %s) THEN %s
+    WHEN p.digests && p.d AND NOT p.digests && p.c THEN %s
     WHEN p.digests && p.d THEN %s
     WHEN p.digests && p.w THEN %s
     WHEN p.n > 0 AND p.s >= %s AND p.n <= (SELECT count(*) FROM unnest(p.m) AS mark WHERE mark = ANY(p.marks)) THEN %s
@@ -67,9 +82,10 @@ def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=No
     within its embedder's ``tombstone`` threshold (the meaning), or within
     the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
     numbers, codes or dates and adds at most VALUE_NEW_WORDS words of its own (else ``digest_weak``:
-    the same number in another fact), or ``digest_weak`` when it shares only a rare word with it or is made
-    of the forgotten memory's own words (its word marks); and a fragment of at most three words that
-    shares any digest with it (see memories/digests.py).
+    the same number in another fact; ``tombstone`` when it shares a date only), or ``digest_weak`` when it
+    shares only a rare word with it or is made of the forgotten memory's own words (its word marks); a text
+    that carries one of its numbers or codes beside one of its key words at any similarity ("pin=6093");
+    and a fragment of at most three words that shares any digest with it (see memories/digests.py).
 
     ``tombstones`` narrows the set (e.g. ``Tombstone.objects.visible_to(...)``); default all. Each
     tombstone is compared in the space of the embedder that made it: the content is embedded with
@@ -116,7 +132,7 @@ def _hits(
     candidates = queryset.filter(embedder=space.name).annotate(
         vector=Cast("embedding", VectorField(dimensions=len(vectors[0])))
     )
-    sql, params = candidates.values("id", "vector", "digests", "word_marks").query.sql_with_params()
+    sql, params = candidates.values("id", "vector", "digests", "word_marks", "key_marks").query.sql_with_params()
     sql = HITS_SQL.format(candidates=sql)
     thresholds = space.thresholds
     params = [
@@ -125,8 +141,9 @@ def _hits(
         *([" ".join(d.values) for d in digests], [" ".join(d.weak) for d in digests], [d.fragment for d in digests]),
         *([" ".join(map(str, d.marks)) for d in digests], [marks_needed(d.marks) for d in digests]),
         [" ".join(d.whole) for d in digests],
+        *([" ".join(d.numbers) for d in digests], [" ".join(map(str, d.keys)) for d in digests]),
         min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
-        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.digest_weak),
+        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.tombstone, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
         thresholds.tombstone_distinct or thresholds.tombstone,
         thresholds.tombstone,

@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.digests import token_digests, word_marks
+from memories.digests import key_marks, name_words, token_digests, word_marks
 from memories.embedders import embedder_by_name
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
@@ -30,6 +30,7 @@ from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for
 from memories.services.audit import audit_record
 from memories.services.embeddings import embedding_space_verify
 from memories.services.store import duplicate_scopes_lock
+from people.models import Person
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,12 @@ def _scopes_lock(memory_ids: list[int]) -> None:
     duplicate_scopes_lock(scopes=[duplicate_scope(scope=s, owner_id=o, room_id=r) for s, o, r in rows])
 
 
+def _household_names() -> frozenset[str]:
+    """The words of the household's names and aliases: a tombstone's key marks leave them out (who, not what)."""
+    rows = Person.objects.values_list("name", "aliases")
+    return name_words(part for name, aliases in rows for part in (name, *aliases))
+
+
 @transaction.atomic
 def memories_forget(
     *, memory_ids, actor: str, by_person=None, by_user=None, audit_action: str = AuditAction.FORGOTTEN
@@ -85,6 +92,7 @@ def memories_forget(
         vectors = [m.embedding for m in memories]
     else:  # the embedder makes its blocks in another space (Embedder.block_embedder)
         vectors = list(blocks.embed_documents([m.content for m in memories]))
+    names = _household_names()
     tombstones = Tombstone.objects.bulk_create(
         Tombstone(
             embedding=vector,
@@ -97,6 +105,7 @@ def memories_forget(
             memory_id=m.pk,
             digests=token_digests(m.content),
             word_marks=word_marks(m.content),
+            key_marks=key_marks(m.content, names=names),
         )
         for m, vector in zip(memories, vectors, strict=True)
     )

@@ -77,6 +77,7 @@ def test_the_tombstone_list_shows_owner_scope_and_date_but_no_text(admin_client)
     assert "Geheimnummer" not in detail
     assert "field-owner" in detail and "field-embedding" not in detail  # the admin's row class per field
     assert "field-what_it_is" in detail and "field-digests" not in detail and "field-word_marks" not in detail
+    assert "field-key_marks" not in detail
 
 
 def test_a_tombstone_counts_what_it_blocked_and_when(admin_client):

@@ -10,7 +10,15 @@ from django.db import connection
 
 from justai_core.errors import ApplicationError
 from memories import digests
-from memories.digests import content_words, digest_key, distinctive_tokens, token_digests, word_marks
+from memories.digests import (
+    content_words,
+    digest_key,
+    distinctive_tokens,
+    key_marks,
+    text_digests,
+    token_digests,
+    word_marks,
+)
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, Memory, Provenance, Source, Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
@@ -19,7 +27,7 @@ from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.helpers import one_hot
-from people.tests.factories import RoomFactory
+from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -32,18 +40,49 @@ SECRET = "Zebra-Passwort 98765 quokka"
         ("Code 12-34", {"1234"}),
         ("Code 4.711", {"4711"}),
         ("Code 4711", {"4711"}),
-        ("am 12.03.2024", {"20240312"}),
-        ("on 2024-03-12", {"20240312"}),
-        ("am 12/03/2024", {"20240312"}),
+        ("am 12.03.2024", {"20240312", "--0312"}),  # a date, and the same day in any year
+        ("on 2024-03-12", {"20240312", "--0312"}),
+        ("am 12/03/2024", {"20240312", "--0312"}),
         ("Karte 1234 5678", {"1234", "5678", "12345678"}),
         ("PIN 0417", {"0417"}),
         ("kestrel4491", {"kestrel4491", "4491"}),
         ("Zebra:98765", {"98765"}),
-        ("im Jahr 2024, am 3. Mai, im 2nd floor, 42 Äpfel", set()),
+        ("im Jahr 2024, im 2nd floor, 42 Äpfel, 1.5 Liter", set()),
     ],
 )
 def test_values_are_normalised_numbers_codes_and_dates(text, values):
     assert distinctive_tokens(text).values == values
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Termin am 14. März um 9 Uhr",
+        "il 14 marzo alle 9",
+        "on March 14 at 9",
+        "on the 14th of March",
+        "el 14 de marzo a las 9",
+        "am 14.03. um 9",
+        "14/03",
+    ],
+)
+def test_a_date_with_a_month_name_is_the_value_of_the_same_day_written_in_digits(text):
+    assert distinctive_tokens(text).dates == {"--0314"}
+
+
+def test_a_date_with_a_month_name_and_a_year_is_the_numeric_date():
+    for text in ("14 de marzo de 2025", "14. März 2025", "March 14th, 2025", "il 14 marzo 2025"):
+        assert distinctive_tokens(text).values == distinctive_tokens("14.03.2025").values == {"20250314", "--0314"}
+    assert distinctive_tokens("am 3. Mai").values == {"--0503"} != distinctive_tokens("am 3. April").values
+
+
+def test_a_month_named_alone_is_a_forgotten_memorys_value_that_no_text_shares():
+    """It makes "due in June" a memory with a when (tombstone_distinct), without blocking every June."""
+    tokens = distinctive_tokens("Anna is pregnant and due in June.")
+    assert tokens.values == set() and tokens.months and tokens.months <= tokens.all
+    assert distinctive_tokens("I may come").months == set()  # "may" is mostly a verb
+    digests = text_digests("Anna's birthday is in June.")
+    assert digests.values == digests.numbers == []
 
 
 def test_rare_words_are_weak_tokens_and_common_ones_none():
@@ -119,6 +158,44 @@ def test_a_fragment_with_the_forgotten_value_is_blocked_however_far_its_meaning(
         [tombstone.pk],
         [],
     ]
+
+
+PIN = "Die PIN der Haustür ist 6093."
+
+
+def test_a_number_beside_a_key_word_of_the_forgotten_memory_is_blocked_however_far_its_meaning():
+    """A number or code and a key word of the forgotten memory: blocked at any similarity; the number alone is not."""
+    embedder = get_embedder()
+    tombstone = Tombstone.objects.create(
+        embedding=one_hot(0),
+        embedder=embedder.name,
+        scope="shared",
+        digests=token_digests(PIN),
+        word_marks=word_marks(PIN),
+        key_marks=key_marks(PIN),
+    )
+    texts = {
+        "gate?pin=6093&open=1": True,
+        '{"door": "front", "pin": 6093}': True,
+        "Ich hab's probiert, die Haustür geht mit 6093 auf.": True,
+        "Bus 6093 kommt um acht.": False,  # the number alone
+        "open=1&x=6093&y=2": False,
+        "Die Haustür wurde 1993 eingebaut, die Garage hat die Nummer 6094.": False,  # the key word alone
+    }
+    hits = tombstone_hits_many(contents=list(texts), embeddings=[one_hot(1)] * len(texts), embedder=embedder)
+    assert {text: found == [tombstone.pk] for text, found in zip(texts, hits, strict=True)} == texts
+
+
+def test_a_household_name_is_no_key_word_of_a_tombstone():
+    """A name says who, not what: Lucía's hotel room 0417 is not her forgotten card PIN 0417."""
+    PersonFactory(name="Lucía", aliases=["Lu"])
+    tombstone = forget("El PIN de la tarjeta de Lucía es 0417.", language="es")
+    assert tombstone.key_marks == key_marks("El PIN de la tarjeta es 0417.") != key_marks("Lucía")
+    assert set(key_marks("Lucía")) <= set(tombstone.word_marks)  # the name is still one of its words
+    embedder = get_embedder()
+    Tombstone.objects.filter(pk=tombstone.pk).update(embedding=one_hot(0))
+    hotel = "La habitación del hotel de Lucía en Sevilla era la 0417."
+    assert tombstone_hits_many(contents=[hotel], embeddings=[one_hot(1)], embedder=embedder) == [[]]
 
 
 @pytest.mark.parametrize(
@@ -294,7 +371,13 @@ def _vocabulary() -> set[str]:
     data = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "forget_blocks.json").read_text())
     texts = [CHOSEN_WORDS]
     for household in data["households"]:
-        texts.extend(entry["text"] for group in household.values() if isinstance(group, list) for entry in group)
+        texts.extend(
+            entry["text"]
+            for group in household.values()
+            if isinstance(group, list)
+            for entry in group
+            if "text" in entry
+        )
     words = set()
     for text in texts:
         normalised = digests._normalise(text)

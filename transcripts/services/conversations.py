@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from justai_core.errors import ApplicationError
+from memories.digests import token_keys
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
 from memories.selectors.privacy import model_location_of
@@ -63,7 +64,16 @@ def turns_append(*, conversation: Conversation, turns: list[TurnDraft]) -> list[
         speaker = draft.speaker
         if speaker is None and draft.role == Role.USER:
             speaker = locked.speaker
-        rows.append(Turn(conversation=locked, role=draft.role, text=text, speaker=speaker, created_at=now))
+        rows.append(
+            Turn(
+                conversation=locked,
+                role=draft.role,
+                text=text,
+                speaker=speaker,
+                created_at=now,
+                token_keys=token_keys(text),  # what a forget looks the turn up by
+            )
+        )
     return Turn.objects.bulk_create(rows)
 
 

@@ -8,12 +8,14 @@ from urllib.parse import unquote
 import pytest
 
 from justai_memory.household import person_delete
+from memories.digests import token_keys
 from memories.models import Memory, Scope
 from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import ExtractionStatus, Turn
+from transcripts.services.conversations import TurnDraft, turns_append
 from transcripts.services.extraction import conversation_extract
 from transcripts.services.redaction import FORGOTTEN_MARKER, redacted
 from transcripts.services.rerun import conversations_extract_rerun
@@ -208,3 +210,22 @@ def test_re_extraction_stores_nothing_carrying_a_forgotten_value_in_any_form(api
     assert not [c for c in stored if "8812" in as_read(c) and "sonnenblume" in as_read(c)], stored
     assert conversation.extraction_stats["skipped_forgotten"] >= len(FORMS)
     assert BUS in stored and "Im Garten blüht die erste Sonnenblume." in stored
+
+
+def test_a_forget_reads_the_turns_its_value_keys_find_and_keys_the_turns_never_read(api, home):
+    """The kept turns are found by their value keys (a GIN index), not read one by one: a turn whose keys hold none
+    of the forgotten values is not read; a turn made without keys (NULL) is read once, and keyed."""
+    anna, kitchen, _, turn, bus = home  # made by the factory: no keys yet
+    assert Turn.objects.get(pk=turn.pk).token_keys is None
+    [appended] = turns_append(conversation=turn.conversation, turns=[TurnDraft(role="user", text=SAID, speaker=anna)])
+    assert appended.token_keys == token_keys(SAID) != []
+    unread = TurnFactory(conversation=turn.conversation, role="user", speaker=anna, text=SAID)
+    Turn.objects.filter(pk=unread.pk).update(token_keys=[])  # its keys say it holds no value
+    forget_through_the_api(api, anna, kitchen)
+    for row in (turn, appended):
+        row.refresh_from_db()
+        assert "8812" not in row.text and row.token_keys == token_keys(row.text), row.text
+    unread.refresh_from_db()
+    assert unread.text == SAID  # only the keys decide which turns a forget reads
+    bus.refresh_from_db()
+    assert bus.text == BUS and bus.token_keys == token_keys(BUS)
