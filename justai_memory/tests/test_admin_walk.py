@@ -154,7 +154,9 @@ def everything(admin_user, client):
         owner=julia,
     )
     event = Event.objects.create(kind="temperature", room=kitchen, person=marco, payload={"celsius": 21})
-    MemoryFactory(content="In der Küche sind 21 Grad.", language="de", source=Source.EVENT, scope=Scope.ROOM, room=kitchen)
+    MemoryFactory(
+        content="In der Küche sind 21 Grad.", language="de", source=Source.EVENT, scope=Scope.ROOM, room=kitchen
+    )
     gone = MemoryFactory(content="Der Code für das Gartentor ist 4711.", language="de")
     memories_forget(memory_ids=[gone.pk], actor=Actor.admin(admin_user))
     for actor in (Actor.speaker(julia), Actor.event(event.pk), Actor.job("memory.extract"), Actor.SCHEDULE):
@@ -177,7 +179,8 @@ def everything(admin_user, client):
             result=None if success else "ProviderUnreachable: nothing answered",
         )
     OrmQ.objects.create(
-        key="default", payload=SignedPackage.dumps({"id": "1" * 32, "name": "waiting", "func": EXTRACT_JOB, "args": (1,)})
+        key="default",
+        payload=SignedPackage.dumps({"id": "1" * 32, "name": "waiting", "func": EXTRACT_JOB, "args": (1,)}),
     )
     # A connection, made the way a client makes one (its client registered by the admin's command).
     client.force_login(admin_user)
@@ -226,8 +229,32 @@ def admin_urls(user, everything) -> list[tuple[str, str, dict | None]]:
     return sorted(pages, key=lambda page: page[2] is not None)
 
 
+class UnfoldedText(VisibleText):
+    """The text a household admin reads without opening anything: a ``<details>`` shows its summary only (the
+    operator's detail, such as the stored error, is folded away there)."""
+
+    def __init__(self):
+        super().__init__()
+        self._folded = 0
+        self._summary = 0
+
+    def handle_starttag(self, tag, attrs):
+        super().handle_starttag(tag, attrs)
+        self._folded += tag == "details"
+        self._summary += tag == "summary"
+
+    def handle_endtag(self, tag):
+        super().handle_endtag(tag)
+        self._folded -= tag == "details"
+        self._summary -= tag == "summary"
+
+    def handle_data(self, data):
+        if not self._folded or self._summary:
+            super().handle_data(data)
+
+
 def visible(response) -> str:
-    parser = VisibleText()
+    parser = UnfoldedText()
     parser.feed(response.content.decode())
     return re.sub(r"\s+", " ", " ".join(parser.parts))
 
