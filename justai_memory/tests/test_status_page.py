@@ -57,7 +57,7 @@ def test_conversations_that_wait_for_the_model_are_listed_with_why_and_what_to_d
     assert "does not answer" in waiting_advice.why and "Start the language model" in waiting_advice.what
     # the stored reason and where the model was looked for, folded away for the operator
     assert reason in waiting_advice.detail and dead_model in waiting_advice.detail
-    assert f'<summary>Details for the operator</summary><pre>{reason}' in html.replace("&#x27;", "'")
+    assert f"<summary>Details for the operator</summary><pre>{reason}" in html.replace("&#x27;", "'")
     assert "runs in the cloud" in local_advice.why and "allow personal memories" in local_advice.what
     assert "took too long" in slow_advice.why and "APITimeoutError" in slow_advice.detail
     assert "faster model" in slow_advice.what and "No attempts are left" in slow_advice.what
