@@ -5,9 +5,9 @@ from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseNotAllowed
 from django.shortcuts import redirect
+from django.template.defaultfilters import floatformat
 from django.urls import path, reverse
 from django.utils.html import format_html
-from django.template.defaultfilters import floatformat
 from django.utils.text import Truncator
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
