@@ -69,6 +69,9 @@ FOUND = [
     "Turn #",
     "job memory",
     "ago",
+    "„note“",
+    "'note'",
+    "„admin“",
 ]
 # Words an English msgid shares with German or Italian (a name, a loanword): on a page they are no finding.
 SHARED = {
