@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memories.actors import Actor
-from memories.models import AuditAction, AuditEvent, Provenance, Scope
+from memories.models import AuditAction, AuditEvent, Provenance, Scope, Source
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Event, Role
@@ -145,3 +145,16 @@ def test_rows_are_named_by_who_and_when_on_pages_confirmations_and_audit_lines(a
     saved = admin_client.post(url, data, follow=True, **GERMAN)
     message = next(str(m) for m in saved.context["messages"])
     assert title in message and "„„" not in message and "““" not in message, message
+
+
+def test_the_person_page_and_the_memory_page_say_alike_where_a_memory_came_from(admin_client):
+    """One function says where a memory was learnt: "told the assistant: Julia" on both pages, never "-" on one."""
+    julia = PersonFactory(name="Julia", preferred_language="de")
+    memory = MemoryFactory(
+        content="Julia trinkt abends Kamillentee.", language="de", source=Source.TOOL, source_ref="", about=julia
+    )
+    AuditEvent.objects.create(memory_id=memory.pk, action=AuditAction.CREATED, actor=Actor.speaker(julia))
+    page = admin_client.get(reverse("admin:memories_memory_change", args=[memory.pk]), **GERMAN).content.decode()
+    overview = admin_client.get(f"/admin/people/person/{julia.pk}/overview/", **GERMAN).content.decode()
+    told = "dem Assistenten gesagt: Julia"
+    assert told in page and told in overview.split('id="person-memories"')[1]
