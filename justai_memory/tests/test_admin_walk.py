@@ -71,7 +71,6 @@ FOUND = [
     "ago",
     "„note“",
     "'note'",
-    "„admin“",
 ]
 # Words an English msgid shares with German or Italian (a name, a loanword): on a page they are no finding.
 SHARED = {
@@ -164,7 +163,9 @@ def everything(admin_user, client):
     memories_forget(memory_ids=[gone.pk], actor=Actor.admin(admin_user))
     for actor in (Actor.speaker(julia), Actor.event(event.pk), Actor.job("memory.extract"), Actor.SCHEDULE):
         AuditEvent.objects.create(memory_id=memory.pk, action=AuditAction.EDITED, actor=actor)
-    ConsolidationRun.objects.create(started_by=Actor.SCHEDULE, status=RunStatus.FAILED, error="OperationalError: x")
+    run = ConsolidationRun.objects.create(
+        started_by=Actor.SCHEDULE, status=RunStatus.FAILED, error="OperationalError: x"
+    )
     EmbeddingSpace.objects.get_or_create(pk=1, defaults={"embedder": "hash", "dim": 8})
     Sighting.objects.create(person=julia, room=kitchen)
     Group.objects.create(name="Familie")
@@ -173,7 +174,7 @@ def everything(admin_user, client):
     for success in (True, False):
         Task.objects.create(
             id=f"{int(success):032d}",
-            name=f"job-{success}",
+            name=f"memory.extract:{conversation.pk}" if success else f"memory.consolidate:{run.pk}",
             func=EXTRACT_JOB,
             group="extraction",
             started=now - timedelta(seconds=5),
@@ -260,6 +261,14 @@ def visible(response) -> str:
     parser = UnfoldedText()
     parser.feed(response.content.decode())
     return re.sub(r"\s+", " ", " ".join(parser.parts))
+
+
+def test_jobs_are_named_by_what_they_do_and_on_what(client, admin_user, everything):
+    german = {"HTTP_ACCEPT_LANGUAGE": "de-DE,de;q=0.9"}
+    done = visible(client.get("/admin/django_q/success/", **german))
+    assert "Gespräch lesen: Gespräch mit Marco, " in done and "Gruppe" in done
+    failed = visible(client.get("/admin/django_q/failure/", **german))
+    assert "Erinnerungen zusammenführen: " in failed
 
 
 @pytest.mark.parametrize(("language", "accept"), LANGUAGES)
