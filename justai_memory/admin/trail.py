@@ -48,14 +48,14 @@ def said_trail(conversation: Conversation, memory) -> str:
 
 
 def conversation_trail(pk: int, memory=None) -> str:
-    conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
+    conversation = Conversation.objects.select_related("room", "speaker").filter(pk=pk).first()
     if conversation is None:
         return _("Conversation #%(id)s (no longer kept: deleted, or its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_conversation_change", args=[pk])
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}{}',
         url,
-        _("Conversation #%(id)s") % {"id": pk},
+        conversation,  # who and when: Conversation.__str__
         _("who spoke"),
         _names(conversation_speakers(conversation=conversation)),
         _("room"),
@@ -74,7 +74,7 @@ def event_trail(pk: int) -> str:
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
         url,
-        _("Event #%(id)s (%(kind)s)") % {"id": pk, "kind": event.kind},
+        event,  # its kind and when: Event.__str__
         _("who"),
         event.person.name if event.person else "-",
         _("room"),
