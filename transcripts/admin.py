@@ -145,6 +145,12 @@ def _failure_remedy(conversation, *, next_retry) -> str:
     return " ".join(what) or gettext("Use “Re-run extraction” on the conversation.")
 
 
+def conversation_names(ids) -> str:
+    """Conversations by who and when (``Conversation.__str__``), as the messages about them name them."""
+    found = {c.pk: str(c) for c in Conversation.objects.filter(pk__in=ids).select_related("speaker")}
+    return "; ".join(found.get(pk, f"#{pk}") for pk in ids)
+
+
 def memories_learned_from(conversations):
     """The memories the extraction of these conversations stored (their source) or merged into (their stats)."""
     ids = [
@@ -440,15 +446,15 @@ class ConversationAdmin(admin.ModelAdmin):
                 "Queued extraction for %(n)d conversations: %(ids)s. Any retry they had scheduled was replaced.",
                 len(result.queued),
             )
-            ids = ", ".join(f"#{pk}" for pk in result.queued)
-            self.message_user(request, message % {"n": len(result.queued), "ids": ids}, messages.SUCCESS)
+            named = conversation_names(result.queued)
+            self.message_user(request, message % {"n": len(result.queued), "ids": named}, messages.SUCCESS)
         by_reason: dict[str, list[int]] = {}
         for pk, reason in sorted(result.refused.items()):
             by_reason.setdefault(reason, []).append(pk)
         for reason, ids in by_reason.items():
             text = gettext("Not queued, %(reason)s: %(ids)s.") % {
                 "reason": rerun_refusal_words(reason),
-                "ids": ", ".join(f"#{pk}" for pk in ids),
+                "ids": conversation_names(ids),
             }
             self.message_user(request, text, messages.WARNING)
 
