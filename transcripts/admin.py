@@ -1,7 +1,9 @@
 """The admin for transcripts: conversations with their turns (read-only), extraction status, re-running extraction."""
 
 import json
+from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Q, Window
@@ -16,10 +18,11 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
+from justai_core import ai_router
 from memories.admin.base import language_words, memory_link, when
 from memories.admin.filters import label_name
 from memories.models import Memory
-from transcripts.models import Conversation, Event, Sighting, Turn
+from transcripts.models import Conversation, Event, ExtractionStatus, Sighting, Turn
 from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
 from transcripts.services import rerun
 from transcripts.services.redaction import FORGOTTEN_MARKER
@@ -66,6 +69,86 @@ def rerun_refusal_words(reason: str) -> str:
         rerun.BUSY: _("already queued or running"),
     }
     return str(words.get(reason, reason))
+
+
+@dataclass(frozen=True)
+class Advice:
+    """Why a conversation's extraction fails or waits and what to do, for the household in the page's language;
+    ``detail``, for the operator, is the stored reason and the settings (classes, URLs, figures: never what was said)."""
+
+    why: str
+    what: str
+    detail: str
+
+
+def folded(words: str, detail: str) -> str:
+    """``words`` with ``detail`` folded away beneath ("Details for the operator"), as the admin shows reasons."""
+    if not detail:
+        return format_html("{}", words)
+    return format_html(
+        '{}<details class="operator-detail"><summary>{}</summary><pre style="white-space: pre-wrap">{}</pre></details>',
+        words,
+        gettext("Details for the operator"),
+        detail,
+    )
+
+
+def extraction_advice(conversation, *, cluster_ok: bool = True, next_retry=None) -> Advice | None:
+    """Why the extraction of ``conversation`` failed or waits, and what to do; None when it neither failed nor waits."""
+    status, error = conversation.extraction_status, conversation.extraction_error
+    detail = "\n".join(part for part in (error, extraction_hint(conversation=conversation)) if part)
+    if status == ExtractionStatus.WAITING_MODEL:
+        why = gettext("The language model does not answer, so this conversation waits to be read.")
+        what = gettext(
+            "Start the language model, or set one up as docs/extraction.md describes. The conversation is "
+            "read within a minute of the model answering."
+        )
+        return Advice(why, what, detail)
+    if status == ExtractionStatus.WAITING_LOCAL:
+        why = gettext("The language model runs in the cloud, and personal memories may not be sent there.")
+        what = gettext(
+            "Set a local model (AI_MEMORY_PROVIDER), or allow personal memories to the cloud under Settings."
+        )
+        return Advice(why, what, detail)
+    if status == ExtractionStatus.QUEUED:
+        if not cluster_ok:
+            return Advice(
+                gettext("It waits for the job cluster."), gettext("Start the job cluster (scripts/run starts it)."), ""
+            )
+        return Advice(gettext("It waits for its turn in the job queue."), gettext("Nothing: it runs shortly."), "")
+    if status != ExtractionStatus.FAILED:
+        return None
+    return Advice(_failure_words(error), _failure_remedy(conversation, next_retry=next_retry), detail)
+
+
+def _failure_words(error: str) -> str:
+    if ai_router.UNREACHABLE_MARK in error:
+        return gettext("The language model did not answer.")
+    if ai_router.TOO_SLOW_MARK in error:
+        return gettext("The language model took too long to answer.")
+    if error:
+        return gettext("Reading the conversation failed.")
+    return gettext("No reason was recorded.")
+
+
+def _failure_remedy(conversation, *, next_retry) -> str:
+    what = []
+    if ai_router.TOO_SLOW_MARK in conversation.extraction_error:
+        what.append(gettext("Use a faster model (docs/extraction.md), or raise AI_TIMEOUT."))
+    if next_retry is not None:
+        moment = date_format(timezone.localtime(next_retry), "SHORT_DATETIME_FORMAT")
+        what.append(gettext("It is tried again at %(time)s.") % {"time": moment})
+    elif conversation.extraction_attempts >= settings.EXTRACTION_MAX_ATTEMPTS:
+        what.append(
+            gettext("No attempts are left: remove the cause, then use “Re-run extraction” on the conversation.")
+        )
+    return " ".join(what) or gettext("Use “Re-run extraction” on the conversation.")
+
+
+def conversation_names(ids) -> str:
+    """Conversations by who and when (``Conversation.__str__``), as the messages about them name them."""
+    found = {c.pk: str(c) for c in Conversation.objects.filter(pk__in=ids).select_related("speaker")}
+    return "; ".join(found.get(pk, f"#{pk}") for pk in ids)
 
 
 def memories_learned_from(conversations):
@@ -188,7 +271,7 @@ class ConversationAdmin(admin.ModelAdmin):
                     "next_retry",
                     "extraction_stats_pretty",
                     "extraction_attempts",
-                    "extraction_error",
+                    "extraction_reason",
                     "extraction_hint_text",
                     "extracted_at",
                     "never_extract",
@@ -246,9 +329,18 @@ class ConversationAdmin(admin.ModelAdmin):
             return gettext("Yes: its speaker was deleted, so it must not become shared memories.")
         return gettext("No")
 
+    @admin.display(description=_("why"))
+    def extraction_reason(self, obj):
+        """Why it failed or waits, in words; the stored reason (and the settings) folded away for the operator."""
+        advice = extraction_advice(obj, next_retry=extraction_retries_scheduled().get(obj.pk))
+        if advice is None:
+            return folded("-", obj.extraction_error)
+        return folded(advice.why, advice.detail)
+
     @admin.display(description=_("what to do"))
     def extraction_hint_text(self, obj):
-        return extraction_hint(conversation=obj) or "-"
+        advice = extraction_advice(obj, next_retry=extraction_retries_scheduled().get(obj.pk))
+        return advice.what if advice else "-"
 
     @admin.display(description=_("who spoke"))
     def who_spoke(self, obj):
@@ -354,15 +446,15 @@ class ConversationAdmin(admin.ModelAdmin):
                 "Queued extraction for %(n)d conversations: %(ids)s. Any retry they had scheduled was replaced.",
                 len(result.queued),
             )
-            ids = ", ".join(f"#{pk}" for pk in result.queued)
-            self.message_user(request, message % {"n": len(result.queued), "ids": ids}, messages.SUCCESS)
+            named = conversation_names(result.queued)
+            self.message_user(request, message % {"n": len(result.queued), "ids": named}, messages.SUCCESS)
         by_reason: dict[str, list[int]] = {}
         for pk, reason in sorted(result.refused.items()):
             by_reason.setdefault(reason, []).append(pk)
         for reason, ids in by_reason.items():
             text = gettext("Not queued, %(reason)s: %(ids)s.") % {
                 "reason": rerun_refusal_words(reason),
-                "ids": ", ".join(f"#{pk}" for pk in ids),
+                "ids": conversation_names(ids),
             }
             self.message_user(request, text, messages.WARNING)
 

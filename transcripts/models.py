@@ -3,11 +3,18 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.locations import ModelLocation
 from memories.languages import LANGUAGE_CODE_REGEX
 from memories.models import choices_constraint
+
+
+def local_time(moment) -> str:
+    """A moment as the active language writes it in the household's time zone ('7.12.2026 10:15')."""
+    return date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT") if moment else "-"
+
 
 # What a forget leaves in a kept turn where a forgotten value was (transcripts/services/redaction.py).
 FORGOTTEN_MARKER = "[forgotten]"
@@ -85,7 +92,9 @@ class Conversation(models.Model):
         ]
 
     def __str__(self):
-        return _("Conversation #%(id)s") % {"id": self.pk}
+        # Who and when, never what was said: this string lands in Django's admin log.
+        who = self.speaker.name if self.speaker_id else _("an unknown speaker")
+        return _("Conversation with %(who)s, %(when)s") % {"who": who, "when": local_time(self.started_at)}
 
 
 class Role(models.TextChoices):
@@ -135,9 +144,10 @@ class Turn(models.Model):
     def __str__(self):
         # Numbered within its conversation where the admin annotates ``position`` (TurnInline), else by id.
         position = getattr(self, "position", None)
-        if position is not None:
-            return _("Turn %(n)s") % {"n": position}
-        return _("Turn #%(id)s") % {"id": self.pk}
+        if position is None and self.pk is not None:
+            earlier = Q(created_at__lt=self.created_at) | Q(created_at=self.created_at, id__lt=self.pk)
+            position = Turn.objects.filter(earlier, conversation_id=self.conversation_id).count() + 1
+        return _("Turn %(n)s") % {"n": position}
 
 
 class Sighting(models.Model):
@@ -155,7 +165,11 @@ class Sighting(models.Model):
         verbose_name_plural = _("sightings")
 
     def __str__(self):
-        return f"Sighting #{self.pk}"
+        return _("%(person)s in %(room)s, %(when)s") % {
+            "person": self.person.name,
+            "room": self.room.name,
+            "when": local_time(self.seen_at),
+        }
 
 
 class Event(models.Model):
@@ -183,4 +197,4 @@ class Event(models.Model):
         constraints = [models.CheckConstraint(condition=~Q(kind=""), name="event_kind_not_empty")]
 
     def __str__(self):
-        return f"Event #{self.pk} ({self.kind})"
+        return _("Event “%(kind)s”, %(when)s") % {"kind": self.kind, "when": local_time(self.occurred_at)}

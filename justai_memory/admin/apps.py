@@ -6,7 +6,12 @@ from django.contrib.admin.apps import AdminConfig
 
 # The model admins of this package, registered once every app's own admin module is (the memory admin is
 # registered again with the recall preview, django-q2's lists are narrowed).
-REGISTRATIONS = ("justai_memory.admin.people", "justai_memory.admin.recall_preview", "justai_memory.admin.jobs")
+REGISTRATIONS = (
+    "justai_memory.admin.people",
+    "justai_memory.admin.recall_preview",
+    "justai_memory.admin.jobs",
+    "justai_memory.admin.users",
+)
 
 
 class HouseholdAdminConfig(AdminConfig):

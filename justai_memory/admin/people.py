@@ -16,7 +16,7 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from justai_memory.admin.trail import source_trail
+from justai_memory.admin.trail import learned_from
 from justai_memory.household import may_export, person_delete, person_delete_preview, person_export
 from memories.actors import Actor
 from memories.admin.base import language_words, memory_title
@@ -108,7 +108,7 @@ class PersonAdmin(admin.ModelAdmin):
                 "memory": m,
                 "label": label_name(m.provenance),
                 "whose": gettext("theirs") if m.relation == "owner" else gettext("about them"),
-                "trail": source_trail(m.source_ref),
+                "trail": learned_from(m, said=False),
                 "forget_url": f"{reverse('admin:memories_memory_delete', args=[m.pk])}?{urlencode({'next': here})}",
             }
             for m in (memories if may_view_memories else [])

@@ -8,7 +8,6 @@ page is memory text: counts, dates, ids and the text-free extraction errors.
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from django.conf import settings
 from django.db.models import Count
 from django.db.models.functions import TruncDate
 from django.utils import timezone
@@ -16,13 +15,11 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
-from justai_core.ai_router import TOO_SLOW_MARK
-from justai_memory.serving import embedded_model
 from justai_memory.serving.health import health_report
 from memories.admin.filters import label_name
 from memories.models import ConsolidationRun, Memory, Provenance, RecallDay
+from transcripts.admin import extraction_advice
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import extraction_retries_scheduled
 
@@ -33,8 +30,6 @@ ATTENTION = (
     ExtractionStatus.WAITING_LOCAL,
     ExtractionStatus.QUEUED,
 )
-WAITING = (ExtractionStatus.WAITING_MODEL, ExtractionStatus.WAITING_LOCAL)
-LEARNT_WITHIN = timedelta(days=1)  # conversations ended in this long and nothing learnt: the page says so
 # Colours that stay apart for the colour-blind (Okabe-Ito), one per series.
 COLOURS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9"]
 
@@ -173,40 +168,9 @@ def extractions_chart(days: list[date]) -> Chart:
     return bar_chart(days, series, label=_("Conversations ended each day, by extraction outcome"))
 
 
-def _advice(conversation: Conversation, *, llm: dict, cluster_ok: bool, next_retry) -> tuple[str, str]:
-    """Why a conversation's extraction fails or waits, and what to do about it (text-free: the stored reason
-    names classes, URLs and figures, never what was said)."""
-    status, error = conversation.extraction_status, conversation.extraction_error
-    if status == ExtractionStatus.WAITING_MODEL:
-        why = error or _("The language model did not answer.")
-        what = _(
-            "Start the language model at %(url)s, or set AI_MEMORY_PROVIDER, AI_MEMORY_BASE_URL and "
-            "AI_MEMORY_MODEL. It is read within a minute of the model answering."
-        ) % {"url": llm.get("base_url") or "-"}
-        return why, what
-    if status == ExtractionStatus.WAITING_LOCAL:
-        why = _("The language model runs in the cloud, and personal memories may not be sent there.")
-        what = _("Set a local model (AI_MEMORY_PROVIDER), or allow personal memories to the cloud under Settings.")
-        return why, what
-    if status == ExtractionStatus.QUEUED:
-        if not cluster_ok:
-            return _("It waits for the job cluster."), _("Start the job cluster (scripts/run starts it).")
-        return _("It waits for its turn in the job queue."), _("Nothing: it runs shortly.")
-    what = []
-    if TOO_SLOW_MARK in error:
-        what.append(_("Use a faster model (docs/extraction.md), or raise AI_TIMEOUT."))
-    if next_retry is not None:
-        what.append(
-            _("It is tried again at %(time)s.")
-            % {"time": date_format(timezone.localtime(next_retry), "SHORT_DATETIME_FORMAT")}
-        )
-    elif conversation.extraction_attempts >= settings.EXTRACTION_MAX_ATTEMPTS:
-        what.append(_("No attempts are left: remove the cause, then use “Re-run extraction” on the conversation."))
-    return error or _("No reason was recorded."), " ".join(what) or _("Use “Re-run extraction” on the conversation.")
-
-
-def extractions_needing_attention(limit: int = 20, *, llm: dict | None = None, cluster_ok: bool = True) -> list[dict]:
-    """Failed, waiting and queued extractions, oldest end first, with the next scheduled retry, why and what to do."""
+def extractions_needing_attention(limit: int = 20, *, cluster_ok: bool = True) -> list[dict]:
+    """Failed, waiting and queued extractions, oldest end first, with the next scheduled retry, why and what to do
+    (in the household's words, the technical reason folded away: ``extraction_advice``)."""
     retries = extraction_retries_scheduled()
     rows = (
         Conversation.objects.filter(extraction_status__in=ATTENTION, ended_at__isnull=False)
@@ -216,83 +180,23 @@ def extractions_needing_attention(limit: int = 20, *, llm: dict | None = None, c
     listed = []
     for conversation in rows:
         next_retry = retries.get(conversation.pk)
-        why, what = _advice(conversation, llm=llm or {}, cluster_ok=cluster_ok, next_retry=next_retry)
-        listed.append({"conversation": conversation, "next_retry": next_retry, "why": why, "what": what})
+        advice = extraction_advice(conversation, cluster_ok=cluster_ok, next_retry=next_retry)
+        listed.append({"conversation": conversation, "next_retry": next_retry, "advice": advice})
     return listed
 
 
-def problems(components: dict, *, now=None) -> list[str]:
-    """What keeps the overall state from "healthy", beside a required component that is down: ended
-    conversations that wait or failed, a model that does not answer, nothing learnt for a day while
-    conversations ended."""
-    now = now or timezone.now()
-    found = []
-    for name in ("database", "embedder", "cluster"):
-        if not components[name]["ok"]:
-            found.append(_("A required part does not work: %(part)s.") % {"part": name})
-    if not components["database"]["ok"]:
-        return found
-    if not components["llm"]["ok"]:
-        found.append(_("The language model does not answer, so no conversation can be read."))
-    if not components["extraction"]["ok"] and components["extraction"].get("stalled"):
-        found.append(components["extraction"]["error"])
-    ended = Conversation.objects.filter(ended_at__isnull=False)
-    waiting = ended.filter(extraction_status__in=WAITING).count()
-    stuck = ended.filter(
-        extraction_status=ExtractionStatus.QUEUED,
-        ended_at__lt=now - timedelta(minutes=settings.EXTRACTION_LOST_AFTER_MINUTES),
-    ).count()
-    if waiting + stuck:
-        found.append(
-            ngettext(
-                "%(n)s ended conversation waits to be read.",
-                "%(n)s ended conversations wait to be read.",
-                waiting + stuck,
-            )
-            % {"n": waiting + stuck}
-        )
-    failed = ended.filter(extraction_status=ExtractionStatus.FAILED).count()
-    if failed:
-        found.append(
-            ngettext("%(n)s conversation could not be read.", "%(n)s conversations could not be read.", failed)
-            % {"n": failed}
-        )
-    since = now - LEARNT_WITHIN
-    recent = ended.filter(ended_at__gte=since).exclude(
-        extraction_status__in=(ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
-    )
-    learnt = (
-        Conversation.objects.filter(extraction_status=ExtractionStatus.DONE, extracted_at__gte=since)
-        .exclude(extraction_stats__memory_ids=[])
-        .exclude(extraction_stats__memory_ids__isnull=True)
-        .exists()
-    )
-    if not learnt and (n := recent.count()):
-        found.append(
-            ngettext(
-                "Nothing was learnt in the last 24 hours, although %(n)s conversation ended.",
-                "Nothing was learnt in the last 24 hours, although %(n)s conversations ended.",
-                n,
-            )
-            % {"n": n}
-        )
-    return found
-
-
 def model_file(llm: dict) -> str:
-    """The embedded model's file name (and where it comes from), or "" for another provider."""
+    """The embedded model's file name (the health report's) and where it comes from, or "" for another provider."""
     if llm.get("provider") != "embedded":
         return ""
-    try:
-        choice = embedded_model.model_choice(model_file=settings.AI_MEMORY_MODEL_FILE, data_dir=settings.DATA_DIR)
-    except embedded_model.ModelUnavailable as exc:
-        return str(exc)
+    if not llm.get("model"):
+        return llm.get("error") or "-"
     sources = {
         "AI_MEMORY_MODEL_FILE": "AI_MEMORY_MODEL_FILE",
         "fetched": "manage.py fetch_model",
         "bundled": _("bundled"),
     }
-    return f"{choice.path.name} ({sources.get(choice.source, choice.source)})"
+    return f"{llm['model']} ({sources.get(llm['model_source'], llm['model_source'])})"
 
 
 def admin_status() -> dict:
@@ -300,13 +204,12 @@ def admin_status() -> dict:
     report, _status = health_report()
     components = report["components"]
     days = _days(timezone.localdate())
-    found = problems(components)
     return {
-        "ok": report["status"] == "ok" and not found,
-        "problems": found,
+        "ok": report["status"] == "ok",  # the health report's verdict, its reasons below: one truth
+        "problems": [reason["text"] for reason in report["reasons"]],
         "components": components,
         "model_file": model_file(components["llm"]),
-        "extractions": extractions_needing_attention(llm=components["llm"], cluster_ok=components["cluster"]["ok"]),
+        "extractions": extractions_needing_attention(cluster_ok=components["cluster"]["ok"]),
         "extraction_counts": {
             str(ExtractionStatus(s).label): n
             for s, n in Conversation.objects.filter(extraction_status__in=ATTENTION)

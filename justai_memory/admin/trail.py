@@ -48,14 +48,14 @@ def said_trail(conversation: Conversation, memory) -> str:
 
 
 def conversation_trail(pk: int, memory=None) -> str:
-    conversation = Conversation.objects.select_related("room").filter(pk=pk).first()
+    conversation = Conversation.objects.select_related("room", "speaker").filter(pk=pk).first()
     if conversation is None:
         return _("Conversation #%(id)s (no longer kept: deleted, or its retention ended)") % {"id": pk}
     url = reverse("admin:transcripts_conversation_change", args=[pk])
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}{}',
         url,
-        _("Conversation #%(id)s") % {"id": pk},
+        conversation,  # who and when: Conversation.__str__
         _("who spoke"),
         _names(conversation_speakers(conversation=conversation)),
         _("room"),
@@ -74,7 +74,7 @@ def event_trail(pk: int) -> str:
     return format_html(
         '<a href="{}" id="trail-source">{}</a><br>{}: {}<br>{}: {}<br>{}: {}',
         url,
-        _("Event #%(id)s (%(kind)s)") % {"id": pk, "kind": event.kind},
+        event,  # its kind and when: Event.__str__
         _("who"),
         event.person.name if event.person else "-",
         _("room"),
@@ -117,20 +117,26 @@ def source_trail(source_ref: str, memory=None) -> str:
     return actor_name(source_ref)
 
 
+def learned_from(memory, *, said: bool = True) -> str:
+    """Where ``memory`` came from, in words: its source (with the sentences it was said in, when ``said``), or for
+    one remembered through the API or MCP outside a conversation, who told it (the audit trail's first line).
+    The memory page and the person page both show this."""
+    if memory.source_ref or memory.source != Source.TOOL:
+        return source_trail(memory.source_ref, memory if said else None)
+    told = AuditEvent.objects.filter(memory_id=memory.pk, action=AuditAction.CREATED).order_by("created_at").first()
+    if told is None:
+        return "-"
+    where = f", {memory.room}" if memory.room else ""
+    return _("told the assistant: %(who)s%(where)s, %(when)s") % {
+        "who": actor_name(told.actor),
+        "where": where,
+        "when": when(told.created_at),
+    }
+
+
 class TrailMixin:
     """The memory page's "learned from": the source as a link with people, room and time."""
 
     @admin.display(description=gettext_lazy("learned from"))
     def learned_from(self, obj):
-        if obj.source_ref or obj.source != Source.TOOL:
-            return source_trail(obj.source_ref, obj)
-        # Remembered through the API or MCP outside a conversation: who told it is in the audit trail.
-        told = AuditEvent.objects.filter(memory_id=obj.pk, action=AuditAction.CREATED).order_by("created_at").first()
-        if told is None:
-            return "-"
-        where = f", {obj.room}" if obj.room else ""
-        return _("told the assistant: %(who)s%(where)s, %(when)s") % {
-            "who": actor_name(told.actor),
-            "where": where,
-            "when": when(told.created_at),
-        }
+        return learned_from(obj)

@@ -1,4 +1,5 @@
-"""GET /internal/v1/health: each component's state (justai_memory.serving.health); 503 when database, embedder or cluster is down."""
+"""GET /internal/v1/health: the verdict and each component's state (justai_memory.serving.health); 503 when database,
+embedder or cluster is down, "attention" with its reasons when the service runs but cannot learn."""
 
 from typing import Literal
 
@@ -40,7 +41,8 @@ class LlmOut(Schema):
     role: str
     provider: str | None = None
     base_url: str | None = None
-    model: str | None = None
+    model: str | None = None  # the embedded provider's: its file name
+    model_source: str | None = None  # the embedded model's file: AI_MEMORY_MODEL_FILE, fetched or bundled
     location: str | None = None
     ok: bool
     model_listed: bool | None = None
@@ -57,8 +59,14 @@ class ComponentsOut(Schema):
     llm: LlmOut
 
 
+class ReasonOut(Schema):
+    code: str  # stable: database_down, llm_down, conversations_waiting, conversations_failed, nothing_learnt, ...
+    text: str  # in the request's language
+
+
 class HealthOut(Schema):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "attention", "unavailable"]
+    reasons: list[ReasonOut]  # why it is not "ok"; the admin's status page lists the same
     components: ComponentsOut
 
 
@@ -68,6 +76,7 @@ RESPONSES = {200: HealthOut, 503: HealthOut, **{codes - {503}: schema for codes,
 
 @router.get("/health", response=RESPONSES, url_name="internal-health", exclude_none=True)
 def health(request):
-    """The database answers, the embedder loads, a job cluster beat within a minute; the LLM provider is reported."""
+    """The database answers, the embedder loads, a job cluster beat within a minute ("unavailable", 503, if not);
+    "attention" when the LLM does not answer or conversations wait, failed or taught nothing for a day."""
     body, status = health_report()
     return Status(status, body)

@@ -1,9 +1,10 @@
-"""The service's health, per component: database, embedder, job cluster, extraction jobs, LLM provider.
+"""The service's health, per component (database, embedder, job cluster, extraction jobs, LLM provider), and
+the one verdict on it that ``GET /internal/v1/health``, ``/admin/status.json`` and the admin's status page show.
 
-``health_report()`` returns the body and the HTTP status of ``GET /internal/v1/health``: 503 when
-the database, the embedder or the cluster is down; the LLM being unreachable and extraction jobs
-left running by a dead worker are reported, not fatal (conversations wait for the LLM; the queue
-re-delivers a dead worker's job). Nothing here holds memory text.
+``health_report()`` returns the body and the HTTP status: "unavailable" (503) when the database, the
+embedder or the cluster is down; "attention" (200) with its reasons when the service runs but something
+keeps it from learning (the LLM does not answer, conversations wait or failed, a worker died, nothing
+learnt in a day while conversations ended); else "ok". Nothing here holds memory text.
 """
 
 from datetime import timedelta
@@ -11,10 +12,19 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
 from justai_core.ai_router import provider_status
+from justai_memory.serving import embedded_model
 
 REQUIRED = ("database", "embedder", "cluster")
+PARTS = {
+    "database": gettext_lazy("the database"),
+    "embedder": gettext_lazy("the embedder (it turns text into searchable vectors)"),
+    "cluster": gettext_lazy("the job cluster"),
+}
+LEARNT_WITHIN = timedelta(days=1)  # conversations ended in this long and nothing learnt: a reason for attention
 HEARTBEAT_MAX_AGE = timedelta(minutes=1)
 DATABASE_CHECK_SECONDS = 1.0  # a pooled connection is made in milliseconds while the database is up
 
@@ -125,13 +135,92 @@ def llm_status(*, database_ok: bool) -> dict:
             connection.close()
             status["conversations_waiting"] = None
             status.setdefault("error", _error(exc))
+    if status.get("provider") == "embedded":
+        status.update(embedded_model_named())
     if not status["ok"]:
         status["hint"] = LLM_HINT.format(url=status.get("base_url", "(not configured)"))
     return status
 
 
+def embedded_model_named() -> dict:
+    """The embedded model by its file (``model``) and where that comes from (``model_source``: AI_MEMORY_MODEL_FILE,
+    fetched, bundled); its server lists it under another name, so ``model_listed`` says nothing and is left out."""
+    try:
+        choice = embedded_model.model_choice(model_file=settings.AI_MEMORY_MODEL_FILE, data_dir=settings.DATA_DIR)
+    except embedded_model.ModelUnavailable as exc:
+        return {"model": None, "model_source": None, "model_listed": None, "error": str(exc)}
+    return {"model": choice.path.name, "model_source": choice.source, "model_listed": None}
+
+
+def attention_reasons(components: dict, *, now=None) -> list[dict]:
+    """Why the service is not "ok", each ``{"code", "text"}`` (the text in the active language): a required part
+    that is down, a model that does not answer, a dead worker's extraction, ended conversations that wait or
+    failed, nothing learnt for a day while conversations ended."""
+    reasons = [
+        {"code": f"{name}_down", "text": _("A required part does not work: %(part)s.") % {"part": PARTS[name]}}
+        for name in REQUIRED
+        if not components[name]["ok"]
+    ]
+    if not components["database"]["ok"]:
+        return reasons
+    if not components["llm"]["ok"]:
+        reasons.append(
+            {"code": "llm_down", "text": _("The language model does not answer, so no conversation can be read.")}
+        )
+    if components["extraction"].get("stalled"):
+        n = len(components["extraction"]["stalled"])
+        text = ngettext(
+            "%(n)s conversation was left half-read by a worker that stopped; it is read again shortly.",
+            "%(n)s conversations were left half-read by a worker that stopped; they are read again shortly.",
+            n,
+        )
+        reasons.append({"code": "extraction_stalled", "text": text % {"n": n}})
+    try:
+        reasons += _conversation_reasons(now or timezone.now())
+    except Exception as exc:  # reported, never raised
+        connection.close()
+        reasons.append({"code": "unknown", "text": _error(exc)})
+    return reasons
+
+
+def _conversation_reasons(now) -> list[dict]:
+    from transcripts.models import Conversation, ExtractionStatus
+
+    reasons = []
+    ended = Conversation.objects.filter(ended_at__isnull=False)
+    waiting = ended.filter(extraction_status__in=(ExtractionStatus.WAITING_MODEL, ExtractionStatus.WAITING_LOCAL))
+    stuck = ended.filter(
+        extraction_status=ExtractionStatus.QUEUED,
+        ended_at__lt=now - timedelta(minutes=settings.EXTRACTION_LOST_AFTER_MINUTES),
+    )
+    if n := waiting.count() + stuck.count():
+        text = ngettext("%(n)s ended conversation waits to be read.", "%(n)s ended conversations wait to be read.", n)
+        reasons.append({"code": "conversations_waiting", "text": text % {"n": n}})
+    if n := ended.filter(extraction_status=ExtractionStatus.FAILED).count():
+        text = ngettext("%(n)s conversation could not be read.", "%(n)s conversations could not be read.", n)
+        reasons.append({"code": "conversations_failed", "text": text % {"n": n}})
+    since = now - LEARNT_WITHIN
+    recent = ended.filter(ended_at__gte=since).exclude(
+        extraction_status__in=(ExtractionStatus.SKIPPED, ExtractionStatus.BLOCKED)
+    )
+    learnt = (
+        Conversation.objects.filter(extraction_status=ExtractionStatus.DONE, extracted_at__gte=since)
+        .exclude(extraction_stats__memory_ids=[])
+        .exclude(extraction_stats__memory_ids__isnull=True)
+        .exists()
+    )
+    if not learnt and (n := recent.count()):
+        text = ngettext(
+            "Nothing was learnt in the last 24 hours, although %(n)s conversation ended.",
+            "Nothing was learnt in the last 24 hours, although %(n)s conversations ended.",
+            n,
+        )
+        reasons.append({"code": "nothing_learnt", "text": text % {"n": n}})
+    return reasons
+
+
 def health_report() -> tuple[dict, int]:
-    """({"status": "ok" | "unavailable", "components": {...}}, 200 | 503)."""
+    """({"status": "ok" | "attention" | "unavailable", "reasons": [...], "components": {...}}, 200 | 503)."""
     database = database_status()
     components = {
         "database": database,
@@ -140,5 +229,7 @@ def health_report() -> tuple[dict, int]:
         "extraction": extraction_status(database_ok=database["ok"]),
         "llm": llm_status(database_ok=database["ok"]),
     }
-    ok = all(components[name]["ok"] for name in REQUIRED)
-    return {"status": "ok" if ok else "unavailable", "components": components}, 200 if ok else 503
+    running = all(components[name]["ok"] for name in REQUIRED)
+    reasons = attention_reasons(components)
+    verdict = "unavailable" if not running else "attention" if reasons else "ok"
+    return {"status": verdict, "reasons": reasons, "components": components}, 200 if running else 503

@@ -41,7 +41,10 @@ def test_never_extract_shows_only_where_it_holds_and_a_refused_rerun_speaks_germ
         **GERMAN,
     )
     messages = [str(m) for m in rerun.context["messages"]]
-    assert messages == [f"Nicht eingereiht, noch offen: Es wird ausgewertet, sobald es beendet ist: #{open_one.pk}."]
+    with translation.override("de"):
+        named = str(open_one)  # the conversation by who and when, not by its id
+    assert named.startswith("Gespräch mit einer unbekannten Person, ")
+    assert messages == [f"Nicht eingereiht, noch offen: Es wird ausgewertet, sobald es beendet ist: {named}."]
 
 
 def test_the_recall_preview_says_it_changes_nothing_and_what_its_limit_counts(admin_client):

@@ -237,10 +237,11 @@ def test_the_admin_speaks_german_and_italian(admin_client, household, settings):
     assert "Gelernt aus" in german[1] or "gelernt aus" in german[1]
     assert "Was der Assistent über Julia weiß" in german[2]
     assert "Vergessen" in german[3] and "ohne Text" in german[3]
-    assert "2\xa0Tage her" in german[4]  # "last recalled 2 days ago", in German
+    assert "vor 2\xa0Tagen" in german[4] and "Tage her" not in german[4]  # "last recalled 2 days ago", in German
     italian = [admin_client.get(url, HTTP_ACCEPT_LANGUAGE="it-IT,it;q=0.9").content.decode() for url in pages]
     assert "Modello linguistico" in italian[0] and "Benvenuto" in italian[0]
     assert "Cosa sa l\u2019assistente di Julia" in italian[2]
+    assert "2\xa0giorni fa" in italian[4]
     assert "Dimentica" in italian[3]
     # the household's default when the browser asks for none of them
     settings.LANGUAGE_CODE = "de"

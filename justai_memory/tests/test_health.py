@@ -126,3 +126,53 @@ def test_an_extraction_left_running_by_a_dead_worker_is_reported_not_fatal(api, 
     with advisory_lock(LockId.EXTRACTION, key=live.pk):
         extraction = api.get("/internal/v1/health").json()["components"]["extraction"]
     assert extraction == {"ok": True, "running": 1, "stalled": []}
+
+
+def test_the_report_the_status_page_and_health_give_one_verdict(api, admin_client, heartbeat, settings):
+    """/internal/v1/health, /admin/status.json and the status page: the same state and the same reasons."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from people.tests.factories import RoomFactory
+    from transcripts.models import ExtractionStatus
+    from transcripts.tests.factories import ConversationFactory
+
+    with FakeLLM() as fake:
+        dead = fake.base_url
+    settings.AI_ROLES = {"memory": memory_role(dead)}
+    start = timezone.now() - timedelta(days=2)  # ended before the last day: "nothing learnt" is not a reason
+    waiting = ConversationFactory(
+        room=RoomFactory(), started_at=start, ended_at=start, extraction_status=ExtractionStatus.WAITING_MODEL
+    )
+    health = api.get("/internal/v1/health")
+    report = admin_client.get("/admin/status.json").json()
+    page = admin_client.get("/admin/")
+    assert health.status_code == 200 and health.json()["status"] == report["status"] == "attention"
+    codes = [reason["code"] for reason in health.json()["reasons"]]
+    assert codes == ["llm_down", "conversations_waiting"] and report["reasons"] == health.json()["reasons"]
+    assert page.context["status"]["ok"] is False
+    assert page.context["status"]["problems"] == [reason["text"] for reason in report["reasons"]]
+    assert "Something needs attention" in page.content.decode()
+
+    waiting.delete()
+    with FakeLLM() as fake:
+        settings.AI_ROLES = {"memory": memory_role(fake.base_url)}
+        health, report = api.get("/internal/v1/health").json(), admin_client.get("/admin/status.json").json()
+        page = admin_client.get("/admin/")
+    assert health["status"] == report["status"] == "ok" and health["reasons"] == report["reasons"] == []
+    assert page.context["status"]["ok"] is True and "Healthy" in page.content.decode()
+
+
+def test_the_embedded_model_is_named_by_its_file_in_health_and_on_the_status_page(
+    api, admin_client, heartbeat, settings, tmp_path
+):
+    model = tmp_path / "household-model.Q4_K_M.gguf"
+    model.write_bytes(b"GGUF")
+    settings.AI_ROLES = {"memory": {"provider": "embedded"}}
+    settings.AI_MEMORY_MODEL_FILE = str(model)
+    llm = api.get("/internal/v1/health").json()["components"]["llm"]
+    assert llm["model"] == "household-model.Q4_K_M.gguf" and llm["model_source"] == "AI_MEMORY_MODEL_FILE"
+    assert "model_listed" not in llm  # the embedded server lists its model under another name: no finding
+    assert admin_client.get("/admin/status.json").json()["components"]["llm"]["model"] == llm["model"]
+    assert "household-model.Q4_K_M.gguf (AI_MEMORY_MODEL_FILE)" in admin_client.get("/admin/").content.decode()

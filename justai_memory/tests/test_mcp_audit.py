@@ -45,9 +45,9 @@ def test_a_memory_remembered_and_forgotten_through_a_connection_names_it_with_th
     memory_id = remembered["id"]
     created = AuditEvent.objects.get(memory_id=memory_id, action=AuditAction.CREATED)
     assert created.actor == f"connection:{connection.pk}/person:{julia.pk}"
-    assert actor_name(created.actor) == f"Julia, through connection #{connection.pk}"
+    assert actor_name(created.actor) == f"Julia, through Home Assistant → {kitchen.name}"  # the connection by name
     with translation.override("de"):
-        assert actor_name(created.actor) == f"Julia, über Verbindung #{connection.pk}"
+        assert actor_name(created.actor) == f"Julia, über Home Assistant → {kitchen.name}"
 
     found = json.loads(server.find_to_forget("Ersatzschlüssel", ctx))
     server.forget(found["token"], True, ctx, memory_ids=[memory_id])

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from justai_memory.admin.status import problems
+from justai_memory.serving.health import attention_reasons
 from people.tests.factories import RoomFactory
 from transcripts.models import ExtractionStatus
 from transcripts.tests.factories import ConversationFactory
@@ -53,9 +53,14 @@ def test_conversations_that_wait_for_the_model_are_listed_with_why_and_what_to_d
     html = page.content.decode()
     rows = {row["conversation"].pk: row for row in status["extractions"]}
     assert set(rows) == {waiting.pk, local.pk, slow.pk}
-    assert rows[waiting.pk]["why"] == reason and f"Start the language model at {dead_model}" in rows[waiting.pk]["what"]
-    assert "runs in the cloud" in rows[local.pk]["why"] and "allow personal memories" in rows[local.pk]["what"]
-    assert "faster model" in rows[slow.pk]["what"] and "No attempts are left" in rows[slow.pk]["what"]
+    waiting_advice, local_advice, slow_advice = (rows[c.pk]["advice"] for c in (waiting, local, slow))
+    assert "does not answer" in waiting_advice.why and "Start the language model" in waiting_advice.what
+    # the stored reason and where the model was looked for, folded away for the operator
+    assert reason in waiting_advice.detail and dead_model in waiting_advice.detail
+    assert f"<summary>Details for the operator</summary><pre>{reason}" in html.replace("&#x27;", "'")
+    assert "runs in the cloud" in local_advice.why and "allow personal memories" in local_advice.what
+    assert "took too long" in slow_advice.why and "APITimeoutError" in slow_advice.detail
+    assert "faster model" in slow_advice.what and "No attempts are left" in slow_advice.what
     assert "None: every ended conversation has been read." not in html
     # the overall state is not "all fine"
     assert status["ok"] is False and "Something needs attention" in html and "Healthy" not in html
@@ -71,6 +76,10 @@ def test_conversations_that_wait_for_the_model_are_listed_with_why_and_what_to_d
 
 
 @translation.override("en")
+def problems(components):
+    return [reason["text"] for reason in attention_reasons(components)]
+
+
 def test_all_fine_only_when_nothing_waits_and_something_was_learnt():
     assert problems(COMPONENTS) == []
     ended(ExtractionStatus.SKIPPED)  # too short to read: nothing to learn from it
@@ -86,7 +95,7 @@ def test_all_fine_only_when_nothing_waits_and_something_was_learnt():
     assert problems(COMPONENTS) == ["1 ended conversation waits to be read."]
     down = {**COMPONENTS, "llm": {"ok": False}, "cluster": {"ok": False}}
     assert problems(down)[:2] == [
-        "A required part does not work: cluster.",
+        "A required part does not work: the job cluster.",
         "The language model does not answer, so no conversation can be read.",
     ]
 

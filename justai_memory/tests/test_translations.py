@@ -16,13 +16,16 @@ LANGUAGES = ["de", "it"]
 
 
 def po_entries(path: Path) -> dict[str, str | list[str]]:
-    """msgid -> msgstr (or the plural forms) of a .po file as makemessages writes it; untranslated ones left out."""
+    """msgid -> msgstr (or the plural forms) of a .po file as makemessages writes it; untranslated ones left out.
+    An entry with a context is keyed as the compiled catalogue keys it: "context\x04msgid"."""
     entries: dict[str, str | list[str]] = {}
     current: dict[str, str] = {}
     key = None
 
     def flush():
         if current.get("msgid"):
+            if "msgctxt" in current:
+                current["msgid"] = f"{current['msgctxt']}\x04{current['msgid']}"
             if "msgid_plural" in current:
                 forms = [current[k] for k in sorted(k for k in current if k.startswith("msgstr["))]
                 if all(forms):

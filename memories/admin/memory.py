@@ -20,7 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
-from memories.admin.base import actor_name, language_words, memory_link, memory_title, when
+from memories.admin.base import Named, actor_name, language_words, memory_link, memory_title, when
 from memories.admin.filters import (
     AccessCountFilter,
     ConfidenceFilter,
@@ -333,11 +333,22 @@ class MemoryAdmin(admin.ModelAdmin):
         """Django's own messages name a memory by ``str()`` ("Memory #12", what its log keeps); the page's
         messages name it by its first words."""
         named = getattr(request, "memory_named", None)
-        by_id = re.compile(rf"{re.escape(named[0])}(?!\d)") if named else None
+        # with the quotes Django's message puts around it: the title brings its own („Der Code …“)
+        by_id = re.compile(rf"[“„«\"]?{re.escape(named[0])}(?!\d)[”“»\"]?") if named else None
         if by_id and by_id.search(str(message)):
             text = by_id.sub(conditional_escape(named[1]), str(message))
             message = mark_safe(text) if isinstance(message, SafeData) else text
         super().message_user(request, message, level, extra_tags, fail_silently)
+
+    def history_view(self, request, object_id, extra_context=None):
+        """Django's history page, titled and led to by the memory's first words (``str()`` is "Memory #N")."""
+        response = super().history_view(request, object_id, extra_context)
+        context = getattr(response, "context_data", None) or {}
+        if isinstance(context.get("object"), Memory):
+            title = memory_title(context["object"])
+            context["title"] = gettext("Change history: %s") % title
+            context["object"] = Named(context["object"], title)
+        return response
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         memory = Memory.objects.filter(pk=object_id).only("pk", "content").first() if object_id.isdigit() else None

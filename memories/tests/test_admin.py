@@ -322,7 +322,7 @@ def test_the_change_page_shows_what_superseded_it_and_its_history(admin_client):
     )
     html = admin_client.get(change_url(old)).content.decode()
     assert f'<a href="{change_url(newer)}">#{newer.pk}</a>: The gate code is 4711' in html
-    assert "job consolidate" in html  # the actor in words
+    assert "the job “consolidate”" in html  # the actor in words
     assert "The gate code was 1234" in admin_client.get(change_url(newer)).content.decode()  # "supersedes"
 
 
@@ -401,7 +401,7 @@ def test_the_runs_list_shows_stats_and_the_run_buttons(admin_client):
     assert (
         "Run consolidation now" in html and "Dry run" in html and reverse("admin:memories_consolidationrun_run") in html
     )
-    assert "schedule" in html and ">42<" in html
+    assert "the schedule" in html and ">42 ms<" in html and "3 merged, 2 superseded, 1 deleted" in html
 
 
 def test_runs_are_records_nobody_edits(admin_client):
