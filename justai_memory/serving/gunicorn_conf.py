@@ -86,7 +86,13 @@ class Logger(GunicornLogger):
             handler.setFormatter(Formatter(self.error_fmt, self.datefmt))
 
 
-bind = [f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"]
+# The supervisor binds the address before it starts anything and hands the socket down (supervisor.web_socket):
+# gunicorn never binds, so it never retries a port in use nor takes one later. Alone (a test), it binds itself.
+bind = [
+    f"fd://{os.environ['JUSTAI_LISTEN_FD']}"
+    if "JUSTAI_LISTEN_FD" in os.environ
+    else f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"
+]
 workers = settings.WEB_WORKERS
 worker_class = "justai_memory.serving.gunicorn_conf.Worker"
 timeout = settings.WEB_TIMEOUT
