@@ -1,9 +1,9 @@
 """ASGI entry point of the web server (gunicorn with uvicorn workers): a Starlette app, Django for all but /mcp.
 
-Routes: ``/mcp`` and everything under it go to the MCP server (``justai_memory.mcp.server``, behind
+Routes: ``/mcp`` (and ``/mcp/``) go to the MCP server (``justai_memory.mcp.server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
-``Mount``); everything else goes to Django. Lifespan: the MCP SDK's session manager runs from
-startup to shutdown (it needs a running task group), and at startup each worker loads everything a
+``Mount``); everything else goes to Django, whose 404 is JSON but in the admin (serving/edge.py).
+Lifespan: the MCP SDK's session manager runs from startup to shutdown (it needs a running task group), and at startup each worker loads everything a
 request may need (``warm``: embedders, language detector, word frequencies, dateparser's tables,
 keyword statistics) before uvicorn takes its first request; Django has no lifespan.
 
@@ -41,7 +41,7 @@ django_application = get_asgi_application()
 
 from starlette.applications import Starlette  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
-from starlette.routing import Mount, get_route_path  # noqa: E402
+from starlette.routing import Match, Mount, get_route_path  # noqa: E402
 
 from justai_memory.mcp import server as mcp_server  # noqa: E402 (needs Django set up)
 from justai_memory.serving.edge import Admission  # noqa: E402
@@ -58,13 +58,18 @@ admission = Admission(
 )
 
 
-class PrefixMount(Mount):
-    """Starlette's ``Mount`` that also takes the bare prefix (``/mcp`` as well as ``/mcp/...``; Starlette's
-    own leaves ``/mcp`` to the next route). The mounted app gets the path unchanged and ``root_path`` + prefix."""
+class EndpointMount(Mount):
+    """Starlette's ``Mount`` for one endpoint: the bare prefix and prefix + "/" only (``/mcp``, ``/mcp/``). The
+    mounted app gets the path unchanged and ``root_path`` + prefix; any other path under the prefix is no endpoint
+    and goes on to Django's JSON 404 (the MCP SDK's app would take every path for its endpoint)."""
 
     def matches(self, scope):
-        if scope["type"] == "http" and get_route_path(scope) == self.path:
-            scope = {**scope, "path": scope["path"] + "/"}  # matched as prefix + "/"; the child keeps its path
+        if scope["type"] == "http":
+            route = get_route_path(scope)
+            if route not in (self.path, self.path + "/"):
+                return Match.NONE, {}
+            if route == self.path:
+                scope = {**scope, "path": scope["path"] + "/"}  # matched as prefix + "/"; the child keeps its path
         return super().matches(scope)
 
 
@@ -211,7 +216,7 @@ async def lifespan(_app):
 
 
 application = Starlette(
-    routes=[PrefixMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
+    routes=[EndpointMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
     middleware=[Middleware(AccessLog), Middleware(Limited, limit=admission)],
     lifespan=lifespan,
 )

@@ -41,9 +41,11 @@ from justai_memory.api.errors import (
 )
 from justai_memory.api.parser import body_too_large
 
-# Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
-# calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
-API_PATHS = ("/internal/", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
+# Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the MCP endpoint, the OAuth endpoints
+# a client calls itself and the metadata documents. The admin and the consent page are HTML for a browser.
+API_PATHS = ("/internal/", "/mcp", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
+# Where a missing page is a page (the admin's, in the browser's language); any other unknown path is a JSON 404.
+PAGE_PATHS = ("/admin/",)
 HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANGO_ALLOWED_HOSTS)."
 BAD_REQUEST = "Bad request."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
@@ -69,8 +71,8 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """handler404: a path no pattern matches (one with a line feed, which no pattern's ``.`` takes), JSON on API paths."""
-    if not _is_api(request):
+    """handler404: a path no pattern matches (one with a line feed, which no pattern's ``.`` takes): JSON but in the admin."""
+    if request.path.startswith(PAGE_PATHS):
         return defaults.page_not_found(request, exception)
     return error_response(NOT_FOUND, status=404)
 

@@ -42,13 +42,13 @@ def get(path: str, **kwargs) -> httpx.Response:
     return asyncio.run(run())
 
 
-def test_mcp_and_everything_under_it_reach_the_mcp_app_with_the_full_path_and_root_path(recorded):
+def test_mcp_reaches_the_mcp_app_with_the_full_path_and_root_path_and_nothing_else_does(recorded):
     for path in ("/mcp", "/mcp/", "/mcp/messages", "/mcpx", "/", "/internal/v1/recall", "/admin/login/"):
         assert get(path).status_code == 204, path
     assert recorded == [
         ("mcp", "/mcp", "/mcp"),
         ("mcp", "/mcp/", "/mcp"),
-        ("mcp", "/mcp/messages", "/mcp"),
+        ("django", "/mcp/messages", ""),
         ("django", "/mcpx", ""),
         ("django", "/", ""),
         ("django", "/internal/v1/recall", ""),
@@ -181,6 +181,24 @@ def test_a_path_with_a_line_feed_is_the_api_s_json_404():
     for response in asyncio.run(run()):
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
         assert response.json()["field"] is None and "No such endpoint" in response.json()["error"]
+
+
+NOWHERE = ("/mcp%0A", "/mcp/x", "/mcp/x%0A", "/mcpx", "/mcp%0Ax", "/nowhere", "/nowhere%0A", "/static/nowhere.js")
+
+
+def test_every_path_outside_the_admin_s_pages_is_a_json_404(api_token):
+    """The MCP endpoint's neighbours and any other unknown path: a program's client reads JSON, never an HTML page."""
+    headers = {"Authorization": f"Bearer {api_token}"}
+
+    async def run():
+        transport = httpx.ASGITransport(app=asgi.application, client=("127.0.0.9", 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as client:
+            return {path: await client.get(path) for path in NOWHERE}
+
+    for path, response in asyncio.run(run()).items():
+        assert response.status_code == 404, (path, response.status_code, response.text[:200])
+        assert response.headers["content-type"] == "application/json", (path, response.text[:200])
+        assert response.json()["field"] is None, path
 
 
 def test_a_worker_builds_the_url_tables_and_catalogues_of_every_language_before_the_first_request():
