@@ -294,15 +294,16 @@ def model_server_child(env: dict[str, str], budget: dict) -> ModelServer | None:
     try:
         embedded_model.server_available()
         choice = embedded_model.model_choice(model_file=settings.AI_MEMORY_MODEL_FILE, data_dir=settings.DATA_DIR)
-        port = embedded_model.loopback_port(provider.base_url)
+        port = taken = embedded_model.loopback_port(provider.base_url)
+        if not settings.AI_ROLES["memory"].get("base_url") and not embedded_model.port_free(port):
+            # This installation's port is taken (by another program): one free now, told to every child.
+            port = embedded_model.free_loopback_port(taken)
     except embedded_model.ModelUnavailable as exc:
         logger.error(
             "embedded model not started: %s. The rest of the service runs; conversations wait for a model", exc
         )
         return None
-    if not settings.AI_ROLES["memory"].get("base_url") and not embedded_model.port_free(port):
-        # This installation's port is taken (by another program): one free now, told to every child.
-        taken, port = port, embedded_model.free_loopback_port()
+    if port != taken:
         env["AI_MEMORY_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         logger.warning("the embedded model's port %s is taken; it serves on 127.0.0.1:%s", taken, port)
     if choice.warning:
