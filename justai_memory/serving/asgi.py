@@ -107,7 +107,11 @@ class AccessLog:
 
 
 class Limited:
-    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy"."""
+    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy".
+
+    Static files (WhiteNoise, in Django) take no turn: they need no database connection, and a large one read
+    slowly would hold a place as long as its reader lets it (bounded by WEB_SEND_TIMEOUT all the same).
+    """
 
     def __init__(self, app, limit: Admission):
         self.app, self.limit = app, limit
@@ -116,7 +120,8 @@ class Limited:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await self.limit.serve(self.app, scope, receive, send)
+        gated = not scope["path"].startswith(settings.STATIC_URL)  # files: no database, no place to wait for
+        await self.limit.serve(self.app, scope, receive, send, gated=gated)
 
 
 WARM_SENTENCE = "Der Schlüssel für das Gartentor liegt seit letzter Woche unter der Matte im Flur."

@@ -34,10 +34,9 @@ from justai_memory.api.errors import (
     RETRY_AFTER_DATABASE,
     UNAVAILABLE,
     busy_response,
-    default_pool,
+    database_error_answer,
     error_response,
     internal_error,
-    pool_exhausted,
 )
 from justai_memory.api.parser import body_too_large
 
@@ -95,15 +94,56 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def connections_returned(get_response):
+    """Outermost middleware: a whole answer's database connections go back to the pool before it is sent.
+
+    So a client that reads slowly holds no connection while its answer goes out (edge.Admission frees the request's
+    place when the answer starts). Only with the pool (web processes); a streaming answer (a static file) keeps
+    them, and none of the project's reads the database while it streams.
+    """
+    from django.conf import settings
+    from django.db import close_old_connections
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if settings.DATABASE_POOL and not response.streaming:
+            close_old_connections()
+        return response
+
+    return middleware
+
+
 class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """A view that cannot reach the database answers 503 with Retry-After, not a 500 with Django's error page."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, (OperationalError, InterfaceError)):
-            if pool_exhausted(exception, default_pool()):
-                return busy_response(request)
+            message, _status, _retry_after = database_error_answer(exception)
+            if message != UNAVAILABLE:
+                return busy_response(request, message)
             return database_unavailable(request)
         return None
+
+
+class AdminStatementTimeoutMiddleware:
+    """The admin's pages and actions run their statements under ADMIN_STATEMENT_TIMEOUT, not a web request's limit.
+
+    Only with the pool (web processes), which gives each connection back with its own limit (``RESET``, settings).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.conf import settings
+        from django.db import connection
+
+        if settings.DATABASE_POOL and request.path.startswith(PAGE_PATHS):
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, false)", [f"{settings.ADMIN_STATEMENT_TIMEOUT}s"]
+                )
+        return self.get_response(request)
 
 
 async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -191,7 +231,8 @@ class Admission:
         self.running = 0
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
 
-    async def serve(self, app, scope, receive, send) -> None:
+    async def serve(self, app, scope, receive, send, *, gated: bool = True) -> None:
+        """Read the body, then run ``app`` in its turn; ``gated=False`` (static files, no database) needs no turn."""
         try:
             async with asyncio.timeout(self.read_timeout):
                 body = await body_read(receive, max_bytes=self.max_body)
@@ -210,15 +251,33 @@ class Admission:
             return
         self.admitted += 1
         try:
-            if not await self._turn():
-                await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
-                return
-            try:
+            if not gated:
                 await app(scope, body_replayed(body, receive), send)
-            finally:
-                self._release()
+            elif await self._turn():
+                await self._run(app, scope, body_replayed(body, receive), send)
+            else:
+                await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
         finally:
             self.admitted -= 1
+
+    async def _run(self, app, scope, receive, send) -> None:
+        """Run ``app`` in the place it was given, until its answer starts: the answer holds no database connection
+        (``connections_returned``), and its body goes out at the client's pace, under the send deadline
+        (gunicorn_conf.Deadlines), while the place serves the next request."""
+        released = False
+
+        async def send_releasing(message) -> None:
+            nonlocal released
+            if message["type"] == "http.response.start" and not released:
+                released = True
+                self._release()
+            await send(message)
+
+        try:
+            await app(scope, receive, send_releasing)
+        finally:
+            if not released:
+                self._release()
 
     async def _turn(self) -> bool:
         """Whether this request may run: at once, or once one that runs hands over its place within ``wait`` s."""

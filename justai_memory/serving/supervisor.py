@@ -392,6 +392,9 @@ class Database:
 
 def serving_children(env: dict[str, str], budget: dict, listener: socket.socket) -> list[Child]:
     """The web server (on ``listener``, which it inherits) and the job cluster, once the service is prepared."""
+    from django.conf import settings
+
+    job_statement_timeout = settings.JOB_STATEMENT_TIMEOUT
     return [
         Child(
             "web",
@@ -412,7 +415,12 @@ def serving_children(env: dict[str, str], budget: dict, listener: socket.socket)
         Child(
             "cluster",
             [sys.executable, "manage.py", "qcluster"],
-            {**env, "DATABASE_POOL": "false", "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE)},
+            {
+                **env,
+                "DATABASE_POOL": "false",
+                "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE),
+                "DATABASE_STATEMENT_TIMEOUT": str(job_statement_timeout),
+            },
             budget,
         ),
     ]

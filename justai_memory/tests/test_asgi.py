@@ -87,6 +87,46 @@ def test_importing_the_app_into_a_configured_process_leaves_its_environment_alon
     assert os.environ.get("DATABASE_POOL") == POOL_BEFORE
 
 
+def test_an_answer_that_is_not_read_holds_no_place_and_a_static_file_takes_none():
+    """Admission(running=1): the first request's answer has started but its client reads nothing (its body's send
+    waits): the next runs at once. Ungated requests (static files) run beside a held place, never waiting for one."""
+    from justai_memory.serving.edge import Admission
+
+    async def run():
+        admission = Admission(running=1, limit=8, wait=0.5)
+        unread, ran = asyncio.Event(), []
+
+        async def app(scope, receive, send):
+            ran.append(scope["name"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"x"})
+
+        async def request(name: str, *, read: bool = True, gated: bool = True):
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                if message["type"] == "http.response.body" and not read:
+                    await unread.wait()  # the client reads nothing: uvicorn's send waits for the buffer to drain
+
+            await admission.serve(app, {"type": "http", "name": name}, receive, send, gated=gated)
+
+        held = asyncio.create_task(request("unread", read=False))
+        await asyncio.sleep(0.01)
+        async with asyncio.timeout(0.3):  # far below the wait (0.5 s): nobody waited for a place
+            await request("next")
+        statics = [asyncio.create_task(request(f"static {i}", read=False, gated=False)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert (admission.running, admission.admitted) == (0, 4)  # the unread answer and three static files
+        async with asyncio.timeout(0.3):
+            await request("after the files")
+        unread.set()
+        await asyncio.gather(held, *statics)
+        assert ran[:2] == ["unread", "next"] and (admission.running, admission.admitted) == (0, 0)
+
+    asyncio.run(run())
+
+
 def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_says_busy_past_its_bounds():
     """Admission(running=1, limit=3, wait=0.5): the first runs, two wait in order, the fourth is told "busy" at once;
     a waiting one that gets no turn within the wait is told "busy" too; a body is read before anything counts."""

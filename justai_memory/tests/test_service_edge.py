@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 RUNNING, LIMIT, QUEUE_TIMEOUT = 2, 3, 2
 READ_TIMEOUT = 4
+STATEMENT_TIMEOUT = 12  # long enough for the held recalls of the admission drill below
 
 
 class EdgeService(Service):
@@ -37,6 +38,7 @@ class EdgeService(Service):
             "DATABASE_POOL_MAX_SIZE": str(RUNNING),
             "WEB_QUEUE_TIMEOUT": str(QUEUE_TIMEOUT),
             "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
+            "WEB_STATEMENT_TIMEOUT": str(STATEMENT_TIMEOUT),
         }
 
 
@@ -176,6 +178,34 @@ def test_past_the_pool_requests_wait_their_turn_then_are_told_busy_never_databas
     assert service.api("POST", "/internal/v1/recall", body).status_code == 200
     written = service.log.read_bytes()[log_before:].decode(errors="replace")
     assert '"POST /internal/v1/recall" 503' in written  # in the access log too
+    assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
+
+
+def test_a_recall_past_its_statement_time_limit_is_busy_and_frees_its_place(service):
+    """The memories table locked: each running recall is told "busy" at WEB_STATEMENT_TIMEOUT, naming no internals,
+    and its place is free: the next recall runs at once (and is told the same), none waits for a place."""
+    body = json.loads(recall_body(service))
+    log_before = service.log.stat().st_size
+    with service.database() as lock:
+        lock.execute("BEGIN")
+        lock.execute("LOCK TABLE memories_memory IN ACCESS EXCLUSIVE MODE")
+        began = time.monotonic()
+        with ThreadPoolExecutor(RUNNING) as pool:
+            held = list(pool.map(lambda _: service.api("POST", "/internal/v1/recall", body, 60), range(RUNNING)))
+        held_seconds = time.monotonic() - began
+        began = time.monotonic()
+        after = service.api("POST", "/internal/v1/recall", body, timeout=60)
+        after_seconds = time.monotonic() - began
+        lock.execute("ROLLBACK")
+    for answer in [*held, after]:
+        assert busy(answer) and f"did not finish within {STATEMENT_TIMEOUT} s" in answer.json()["error"], answer.text
+        assert not re.search(r"statement|cancel|lock|psycopg|SQL", answer.text, re.IGNORECASE), answer.text
+    assert STATEMENT_TIMEOUT - 1 < held_seconds < STATEMENT_TIMEOUT + 5, held_seconds
+    assert STATEMENT_TIMEOUT - 1 < after_seconds < STATEMENT_TIMEOUT + 5, after_seconds  # ran at once, no wait
+    began = time.monotonic()
+    assert service.api("POST", "/internal/v1/recall", body).status_code == 200
+    assert service.health().status_code == 200 and time.monotonic() - began < 2
+    written = service.log.read_bytes()[log_before:].decode(errors="replace")
     assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
 
 
