@@ -4,8 +4,11 @@
   ``bad_request`` (``handler400``) answers API paths in the API's JSON contract, naming ``Host``.
 - **Slow clients**: a request's body is read whole before it counts (``Admission``), within
   ``WEB_READ_TIMEOUT`` s (else a JSON 408) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (else a JSON 413);
-  its head has the same time (``HeadDeadline``, the uvicorn worker's protocol in gunicorn_conf.py). So a
-  slow upload costs a socket and its bytes so far, never a place among the requests being served.
+  its head has the same time (``Deadlines``, the uvicorn worker's protocol in gunicorn_conf.py). So a
+  slow upload costs a socket and its bytes so far, never a place among the requests being served. A request
+  counts until its answer starts; a client that reads nothing of it for ``WEB_SEND_TIMEOUT`` s is reset.
+- **Slow statements**: a web request's statements have ``WEB_STATEMENT_TIMEOUT`` s each (the admin's
+  ``ADMIN_STATEMENT_TIMEOUT``, ``AdminStatementTimeoutMiddleware``); past it a JSON 503 "busy" with Retry-After.
 - **Overload**: ``Admission`` runs at most ``DATABASE_POOL_MAX_SIZE`` requests at once in a worker (one
   per pooled connection); the others wait for their turn up to ``WEB_QUEUE_TIMEOUT`` s, at most
   ``WEB_WORKER_CONNECTIONS`` admitted at once; past either a JSON 503 "busy" with ``Retry-After``
@@ -220,6 +223,8 @@ class Admission:
       runs Django's code on a thread of its own and holds one connection), so none waits for the pool.
     - The others wait for their turn, first come first served, at most ``wait`` s; then "busy". At most
       ``limit`` requests are admitted at once, running or waiting; the next is told "busy" at once.
+    - A request counts until its answer starts: a client that reads its answer slowly holds no place (the send
+      deadline, gunicorn_conf.Deadlines, ends it). Ungated requests (static files: no database) wait for no turn.
 
     One event loop per worker: plain counters and futures, no locks.
     """
@@ -250,34 +255,35 @@ class Admission:
             await send_busy(send, BUSY.format(limit=self.limit))
             return
         self.admitted += 1
-        try:
-            if not gated:
-                await app(scope, body_replayed(body, receive), send)
-            elif await self._turn():
-                await self._run(app, scope, body_replayed(body, receive), send)
-            else:
-                await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
-        finally:
-            self.admitted -= 1
+        running = answered = False
 
-    async def _run(self, app, scope, receive, send) -> None:
-        """Run ``app`` in the place it was given, until its answer starts: the answer holds no database connection
-        (``connections_returned``), and its body goes out at the client's pace, under the send deadline
-        (gunicorn_conf.Deadlines), while the place serves the next request."""
-        released = False
-
-        async def send_releasing(message) -> None:
-            nonlocal released
-            if message["type"] == "http.response.start" and not released:
-                released = True
-                self._release()
+        async def send_answering(message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start" and not answered:
+                answered = True
+                self._leave(running=running)
             await send(message)
 
         try:
-            await app(scope, receive, send_releasing)
+            if gated:
+                running = await self._turn()
+                if not running:
+                    await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
+                    return
+            await app(scope, body_replayed(body, receive), send_answering)
         finally:
-            if not released:
-                self._release()
+            if not answered:
+                self._leave(running=running)
+
+    def _leave(self, *, running: bool) -> None:
+        """A request's answer started (or it ended): it counts no more, and its place serves the next.
+
+        The answer holds no database connection (``connections_returned``); its body goes out at the client's pace,
+        under the send deadline (gunicorn_conf.Deadlines), and a slow reader makes nobody wait.
+        """
+        self.admitted -= 1
+        if running:
+            self._release()
 
     async def _turn(self) -> bool:
         """Whether this request may run: at once, or once one that runs hands over its place within ``wait`` s."""

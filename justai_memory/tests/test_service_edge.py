@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 RUNNING, LIMIT, QUEUE_TIMEOUT = 2, 3, 2
 READ_TIMEOUT = 4
 STATEMENT_TIMEOUT = 12  # long enough for the held recalls of the admission drill below
+SEND_TIMEOUT = 3
 
 
 class EdgeService(Service):
@@ -39,6 +40,7 @@ class EdgeService(Service):
             "WEB_QUEUE_TIMEOUT": str(QUEUE_TIMEOUT),
             "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
             "WEB_STATEMENT_TIMEOUT": str(STATEMENT_TIMEOUT),
+            "WEB_SEND_TIMEOUT": str(SEND_TIMEOUT),
         }
 
 
@@ -128,6 +130,89 @@ def test_slow_uploads_and_slow_heads_hold_no_place_and_are_cut_at_the_read_deadl
             assert answer_of(sock) == b""
     finally:
         for sock in uploads + heads:
+            sock.close()
+
+
+BIG_STATIC = "/static/ninja/redoc.standalone.js.map"  # 3.3 MB
+
+
+def unread(service, path: str, headers: str = "") -> socket.socket:
+    """A GET of ``path`` from a client with a 1 KB receive buffer that never reads its answer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.connect(("127.0.0.1", service.port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n{headers}\r\n".encode())
+    return sock
+
+
+def big_export(service) -> str:
+    """The path of a person's export of ~3 MB: one memory remembered, copied 2,000 times with longer text."""
+    service.manage("add_person", "Julia", "--language", "de")
+    with service.database() as conn:
+        person = conn.execute("SELECT id FROM people_person WHERE name = 'Julia'").fetchone()[0]
+    text = "Der Ersatzschlüssel für den Keller liegt in der blauen Dose im Flur"
+    body = {"content": text, "room_id": service.room_id, "speaker_id": person}
+    assert service.api("POST", "/internal/v1/memories/remember", body).status_code == 201
+    with service.database() as conn:
+        columns = [
+            name
+            for (name,) in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories_memory' "
+                "AND is_generated = 'NEVER' AND column_name NOT IN ('id', 'content') ORDER BY ordinal_position"
+            )
+        ]
+        listed = ", ".join(columns)
+        conn.execute(
+            f"INSERT INTO memories_memory (content, {listed}) SELECT content || ' ' || g || repeat(' Eintrag', 150), "
+            f"{listed} FROM memories_memory, generate_series(1, 2000) AS g WHERE content = %s",
+            [text],
+        )
+    return f"/internal/v1/people/{person}/export"
+
+
+def unsent(port: int, clients: set[int]) -> dict[int, int]:
+    """Bytes in the send queue of the server's side of each connection from one of ``clients`` (/proc/net/tcp)."""
+    queued = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+        if local == port and remote in clients:
+            queued[remote] = int(fields[4].split(":")[0], 16)
+    return queued
+
+
+def test_answers_that_are_never_read_hold_no_place_and_are_dropped_at_the_send_deadline(service):
+    """16 clients that never read a 3.3 MB static file and 8 that never read a 3 MB export: once every answer has
+    started (bytes wait in each send queue), /health and recall answer 200 within 1 s; past WEB_SEND_TIMEOUT the
+    server holds none of their connections."""
+    export = big_export(service)
+    worker = service.child("gunicorn").children()[0]
+    readers = [unread(service, BIG_STATIC) for _ in range(16)]
+    readers += [unread(service, export, f"Authorization: Bearer {TOKEN}\r\n") for _ in range(8)]
+    ours = {sock.getsockname()[1] for sock in readers}
+    try:
+        deadline, started_answers = time.monotonic() + 60, set()
+        while started_answers != ours:  # each answer has started: its bytes wait in the send queue (or were dropped)
+            started_answers |= {client for client, queued in unsent(service.port, ours).items() if queued}
+            assert time.monotonic() < deadline, ours - started_answers
+            time.sleep(0.02)
+        started = time.monotonic()
+        while time.monotonic() - started < SEND_TIMEOUT + 3:
+            for probe in (
+                lambda: service.health(),
+                lambda: service.api("POST", "/internal/v1/recall", json.loads(recall_body(service))),
+            ):
+                began = time.monotonic()
+                answer = probe()
+                seconds = time.monotonic() - began
+                assert answer is not None and answer.status_code == 200, answer and answer.text[:300]
+                assert seconds < 1, seconds
+        deadline = time.monotonic() + 10
+        while held := [c for c in worker.net_connections() if c.raddr and c.raddr.port in ours]:
+            assert time.monotonic() < deadline, f"{len(held)} unread answers still held"
+            time.sleep(0.2)
+    finally:
+        for sock in readers:
             sock.close()
 
 
