@@ -10,8 +10,8 @@ acknowledged id is looked up at the end: "nothing lost"). The phases, each ``--s
 
 1. quiet: the probes alone (the same run's baseline).
 2. slow readers: 16 clients with a 1 KB receive buffer that ask for a 3.3 MB static file and never read,
-   8 that ask for a person's export (``--export-memories`` memories, ~1.5 KB each) and never read, and 4
-   MCP calls (tools/list) never read; each is opened again as soon as the server drops it.
+   each opened again as soon as the server drops it; 8 that ask for a person's export
+   (``--export-memories`` memories, ~1.5 KB each) and 4 MCP calls (tools/list), never read, held.
 3. a held lock: ``LOCK TABLE memories_memory`` held by another connection for the whole phase (recall
    cannot answer 200 then: it must answer the JSON 503 "busy" within WEB_STATEMENT_TIMEOUT and free
    its place; /health must answer 200 within 1 s).
@@ -113,23 +113,24 @@ def dropped(sock: socket.socket) -> bool:
 
 
 class SlowReaders(threading.Thread):
-    """Keeps each kind of never-reading client open: one replaced as soon as the server drops it."""
+    """Never-reading clients of each kind; a kind marked to reopen is replaced as soon as the server drops it."""
 
-    def __init__(self, port: int, heads: dict[str, tuple[int, bytes]]):
+    def __init__(self, port: int, heads: dict[str, tuple[int, bytes, bool]]):
         super().__init__(daemon=True)
         self.port, self.heads = port, heads
         self.opened, self.drops = Counter(), Counter()
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        open_ = {kind: [self._open(kind) for _ in range(count)] for kind, (count, _) in self.heads.items()}
+        open_ = {kind: [self._open(kind) for _ in range(count)] for kind, (count, _, _) in self.heads.items()}
         while not self.stopped.wait(0.1):
             for kind, socks in open_.items():
                 for i, sock in enumerate(socks):
-                    if dropped(sock):
+                    if sock.fileno() != -1 and dropped(sock):
                         sock.close()
                         self.drops[kind] += 1
-                        socks[i] = self._open(kind)
+                        if self.heads[kind][2]:
+                            socks[i] = self._open(kind)
         for socks in open_.values():
             for sock in socks:
                 sock.close()
@@ -170,7 +171,8 @@ def big_export(service: Service, household: dict, *, memories: int) -> str:
     return f"/internal/v1/people/{person}/export"
 
 
-def heads(port: int, export: str) -> dict[str, tuple[int, bytes]]:
+def heads(port: int, export: str) -> dict[str, tuple[int, bytes, bool]]:
+    """Each kind of slow reader: how many, what it sends, whether it comes back as soon as it is dropped."""
     host = f"Host: 127.0.0.1:{port}\r\n"
     auth = f"Authorization: Bearer {TOKEN}\r\n"
     mcp_body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
@@ -179,9 +181,9 @@ def heads(port: int, export: str) -> dict[str, tuple[int, bytes]]:
         f"Accept: application/json, text/event-stream\r\nContent-Length: {len(mcp_body)}\r\n\r\n{mcp_body}"
     )
     return {
-        "static file": (16, f"GET {BIG_STATIC} HTTP/1.1\r\n{host}\r\n".encode()),
-        "export": (8, f"GET {export} HTTP/1.1\r\n{host}{auth}\r\n".encode()),
-        "MCP": (4, mcp.encode()),
+        "static file": (16, f"GET {BIG_STATIC} HTTP/1.1\r\n{host}\r\n".encode(), True),
+        "export": (8, f"GET {export} HTTP/1.1\r\n{host}{auth}\r\n".encode(), False),
+        "MCP": (4, mcp.encode(), False),
     }
 
 
