@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 RUNNING, LIMIT, QUEUE_TIMEOUT = 2, 3, 2
 READ_TIMEOUT = 4
 STATEMENT_TIMEOUT = 12  # long enough for the held recalls of the admission drill below
-SEND_TIMEOUT = 3
+SEND_TIMEOUT = 15  # every unread answer of the drill below is still held while the probes run
 
 
 class EdgeService(Service):
@@ -182,20 +182,22 @@ def unsent(port: int, clients: set[int]) -> dict[int, int]:
 
 
 def test_answers_that_are_never_read_hold_no_place_and_are_dropped_at_the_send_deadline(service):
-    """16 clients that never read a 3.3 MB static file and 8 that never read a 3 MB export: once every answer has
-    started (bytes wait in each send queue), /health and recall answer 200 within 1 s; past WEB_SEND_TIMEOUT the
-    server holds none of their connections."""
+    """16 clients that never read a 3.3 MB static file and 8 that never read a 3 MB export, 24 unread answers against
+    a worker that admits 3 at once: each is answered; then /health and recall answer 200 within 1 s; past
+    WEB_SEND_TIMEOUT the server holds none of their connections."""
     export = big_export(service)
     worker = service.child("gunicorn").children()[0]
-    readers = [unread(service, BIG_STATIC) for _ in range(16)]
-    readers += [unread(service, export, f"Authorization: Bearer {TOKEN}\r\n") for _ in range(8)]
-    ours = {sock.getsockname()[1] for sock in readers}
+    readers = []
     try:
-        deadline, started_answers = time.monotonic() + 60, set()
-        while started_answers != ours:  # each answer has started: its bytes wait in the send queue (or were dropped)
-            started_answers |= {client for client, queued in unsent(service.port, ours).items() if queued}
-            assert time.monotonic() < deadline, ours - started_answers
-            time.sleep(0.02)
+        # One after the other, each once its answer has started (its bytes wait in the send queue): 24 unread
+        # answers, more than the worker admits at once (LIMIT), so none may hold a place or count as admitted.
+        for path, headers in [(BIG_STATIC, "")] * 16 + [(export, f"Authorization: Bearer {TOKEN}\r\n")] * 8:
+            readers.append(unread(service, path, headers))
+            client, deadline = readers[-1].getsockname()[1], time.monotonic() + 30
+            while not unsent(service.port, {client}).get(client):
+                assert time.monotonic() < deadline, f"answer {len(readers)} did not start"
+                time.sleep(0.02)
+        ours = {sock.getsockname()[1] for sock in readers}
         started = time.monotonic()
         while time.monotonic() - started < SEND_TIMEOUT + 3:
             for probe in (
@@ -291,7 +293,10 @@ def test_a_recall_past_its_statement_time_limit_is_busy_and_frees_its_place(serv
     assert service.api("POST", "/internal/v1/recall", body).status_code == 200
     assert service.health().status_code == 200 and time.monotonic() - began < 2
     written = service.log.read_bytes()[log_before:].decode(errors="replace")
-    assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
+    # A scheduled job that waited for the lock past its Q_TIMEOUT (20 s here) is the cluster's ERROR, not the web's.
+    web_errors = [line for line in written.splitlines() if " ERROR " in line and "django-q" not in line]
+    assert not web_errors, web_errors
+    assert "unreachable" not in written, [line for line in written.splitlines() if "unreachable" in line]
 
 
 def test_a_burst_of_clients_gets_answers_or_json_503s_only(service):
