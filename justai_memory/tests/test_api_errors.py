@@ -289,6 +289,29 @@ def test_a_statement_past_its_time_limit_is_busy_naming_no_internals(settings):
     assert "within 0.1 s" in message and "statement" not in message and "cancel" not in message
 
 
+@pytest.mark.django_db
+def test_the_admin_s_pages_run_under_their_own_statement_time_limit(rf, settings):
+    """With the pool (web processes): the admin's requests raise their connection's limit, the API's keep it."""
+    from django.db import connection
+    from django.http import HttpResponse
+
+    from justai_memory.serving.edge import AdminStatementTimeoutMiddleware
+
+    settings.DATABASE_POOL, settings.ADMIN_STATEMENT_TIMEOUT = True, 60
+    seen = {}
+
+    def view(request):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW statement_timeout")
+            seen[request.path] = cursor.fetchone()[0]
+        return HttpResponse()
+
+    middleware = AdminStatementTimeoutMiddleware(view)
+    for path in ("/internal/v1/recall", "/admin/memories/memory/"):
+        middleware(rf.get(path))
+    assert seen == {"/internal/v1/recall": "0", "/admin/memories/memory/": "1min"}
+
+
 def test_a_foreign_host_is_one_warning_line_without_a_traceback(api_token, caplog):
     """The client's error, not the service's: Django logged an ERROR with the exception's traceback."""
     with caplog.at_level(logging.INFO):
