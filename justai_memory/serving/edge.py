@@ -121,11 +121,16 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, (OperationalError, InterfaceError)):
-            message, _status, _retry_after = database_error_answer(exception)
-            if message != UNAVAILABLE:
-                return busy_response(request, message)
-            return database_unavailable(request)
+            return database_error_response(request, exception)
         return None
+
+
+def database_error_response(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A database error's answer outside the API's handlers: "busy" (JSON 503), or the database-down 503."""
+    message, _status, _retry_after = database_error_answer(exception)
+    if message != UNAVAILABLE:
+        return busy_response(request, message)
+    return database_unavailable(request)
 
 
 class AdminStatementTimeoutMiddleware:
@@ -142,10 +147,12 @@ class AdminStatementTimeoutMiddleware:
         from django.db import connection
 
         if settings.DATABASE_POOL and request.path.startswith(PAGE_PATHS):
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('statement_timeout', %s, false)", [f"{settings.ADMIN_STATEMENT_TIMEOUT}s"]
-                )
+            limit = f"{settings.ADMIN_STATEMENT_TIMEOUT}s"
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, false)", [limit])
+            except (OperationalError, InterfaceError) as exc:  # a middleware's error would be a 500, not the 503
+                return database_error_response(request, exc)
         return self.get_response(request)
 
 
