@@ -23,7 +23,8 @@ Clients share the machine's cores with the server: the figures include their cos
 ``--first-calls``: a fresh start (the default embedder), then 10 rounds of remember, recall and forget
 (find_to_forget and its confirmation, of the memory just stored), one at a time, each on a new
 connection, so that either worker may get any; prints each call's time, the first against the tenth
-and the median, and the memory (USS) of each process of the tree after the start and after the calls.
+and the median, and the memory (USS and PSS) of each process of the tree after the start and after the
+calls (``--heavy-seconds S``: and after S seconds of 8 clients).
 """
 
 import argparse
@@ -617,12 +618,14 @@ def in_process_recall(service: Service, household: dict, *, seconds: float) -> f
     return rate
 
 
-def tree_memory(service: Service) -> dict[str, float]:
-    """MB of unique memory (USS) per kind of process of the service's tree: web workers, the rest, PostgreSQL."""
+def tree_memory(service: Service) -> dict[str, tuple[float, float]]:
+    """MB of unique (USS) and proportional (PSS) memory per kind of process of the service's tree: web workers,
+    the rest, PostgreSQL. USS leaves out what processes share (a model loaded before the workers fork); PSS
+    gives each process its share of it, so the PSS of a tree is what it takes of the machine's memory."""
     import psutil
 
     supervisor = psutil.Process(service.process.pid)
-    kinds: dict[str, float] = defaultdict(float)
+    kinds: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     processes = supervisor.children(recursive=True)
     pid_file = service.scratch / "data" / "postgres" / "postmaster.pid"
     if pid_file.exists():
@@ -631,7 +634,7 @@ def tree_memory(service: Service) -> dict[str, float]:
     for process in [supervisor, *processes]:
         try:
             cmdline = " ".join(process.cmdline())
-            uss = process.memory_full_info().uss / 2**20
+            info = process.memory_full_info()
         except psutil.Error:
             continue
         if "postgres" in process.name() or "postgres" in cmdline.split(" ", 1)[0]:
@@ -644,11 +647,12 @@ def tree_memory(service: Service) -> dict[str, float]:
             kind = "job cluster (all its processes)"
         else:
             kind = "supervisor and guard"
-        kinds[kind] += uss
-    return dict(kinds)
+        kinds[kind][0] += info.uss / 2**20
+        kinds[kind][1] += info.pss / 2**20
+    return {kind: (uss, pss) for kind, (uss, pss) in kinds.items()}
 
 
-def first_calls(*, rounds: int) -> None:
+def first_calls(*, rounds: int, heavy_seconds: float) -> None:
     service = Service(baseline=False)
     print(f"\n### first calls after a start: ./scripts/run on 127.0.0.1:{service.port}, data in {service.scratch}")
     try:
@@ -694,6 +698,12 @@ def first_calls(*, rounds: int) -> None:
             times["confirm"].append(times["forget"][-1] - times["find_to_forget"][-1])
             assert status in (200, 201), payload[:300]
         after = tree_memory(service)
+        heavy = None
+        if heavy_seconds:  # heavy use: 8 closed-loop clients (recall 80 %, remember 20 %) on the same service
+            sampler = ConnectionSampler(service.connection_params())
+            drive(service.port, household, clients=8, seconds=heavy_seconds, fresh=False, sampler=sampler)
+            sampler.close()
+            heavy = tree_memory(service)
     finally:
         took = service.stop()
         print(f"  stopped by SIGTERM in {took:.1f} s" if took is not None else "  had to be killed (SIGKILL)")
@@ -705,11 +715,15 @@ def first_calls(*, rounds: int) -> None:
             f"| {name} | {values[0]:.0f} | {values[1]:.0f} | {values[-1]:.0f} | {percentile(values, 50):.0f} | "
             f"{max(values):.0f} | {values[0] / values[-1]:.1f} | {values[0] / percentile(values[1:], 50):.1f} |"
         )
-    print("\n| process | USS MB after the start | after the calls |")
-    print("|---|---|---|")
-    for kind in sorted(set(idle) | set(after)):
-        print(f"| {kind} | {idle.get(kind, 0):.0f} | {after.get(kind, 0):.0f} |")
-    print(f"| whole tree | {sum(idle.values()):.0f} | {sum(after.values()):.0f} |")
+    columns = {"after the start": idle, "after the calls": after, f"after {heavy_seconds:.0f} s of 8 clients": heavy}
+    columns = {name: figures for name, figures in columns.items() if figures is not None}
+    print("\n| process | " + " | ".join(f"USS / PSS MB {name}" for name in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for kind in sorted(set().union(*columns.values())):
+        cells = [figures.get(kind, (0, 0)) for figures in columns.values()]
+        print(f"| {kind} | " + " | ".join(f"{uss:.0f} / {pss:.0f}" for uss, pss in cells) + " |")
+    totals = [(sum(u for u, _ in f.values()), sum(p for _, p in f.values())) for f in columns.values()]
+    print("| whole tree | " + " | ".join(f"{uss:.0f} / {pss:.0f}" for uss, pss in totals) + " |")
 
 
 def main() -> None:
@@ -724,9 +738,12 @@ def main() -> None:
     parser.add_argument(
         "--first-calls", action="store_true", help="a fresh start's first remember/recall/forget and memory, then stop"
     )
+    parser.add_argument(
+        "--heavy-seconds", type=float, default=0.0, help="with --first-calls: then 8 clients this long, memory again"
+    )
     args = parser.parse_args()
     if args.first_calls:
-        first_calls(rounds=10)
+        first_calls(rounds=10, heavy_seconds=args.heavy_seconds)
         return
     if not 1 <= max(args.clients) <= 64 or not 1 <= args.seconds <= 600:
         parser.error("clients 1..64, seconds 1..600")

@@ -83,8 +83,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "justai_memory.serving.edge.connections_returned",  # an answer is sent without a connection (a slow reader)
     "django.middleware.security.SecurityMiddleware",
     "justai_memory.serving.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
+    "justai_memory.serving.edge.AdminStatementTimeoutMiddleware",  # the admin's pages: ADMIN_STATEMENT_TIMEOUT
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The admin's language from the browser (Accept-Language), among LANGUAGES; LANGUAGE_CODE otherwise.
@@ -167,8 +169,22 @@ if DATABASE_POOL:
         "timeout": DATABASE_POOL_TIMEOUT,  # a request waits this long for a connection, then 503
         "max_idle": 300,
     }
+    # A connection comes back to the pool with the session's own limits (the admin raises its statement limit).
+    _options["pool"]["reset"] = lambda conn: conn.execute("RESET statement_timeout")
+# Each statement's time limit, seconds (0: none). A web request's (the pool's connections; API, MCP): past it the
+# request is a JSON 503 "busy" and its place is free; the admin's pages and actions raise theirs per request
+# (serving/edge.py); the job cluster's is set by the supervisor (JOB_STATEMENT_TIMEOUT); commands have none.
+WEB_STATEMENT_TIMEOUT = env.float("WEB_STATEMENT_TIMEOUT", default=5.0)
+ADMIN_STATEMENT_TIMEOUT = env.float("ADMIN_STATEMENT_TIMEOUT", default=60.0)
+JOB_STATEMENT_TIMEOUT = env.float("JOB_STATEMENT_TIMEOUT", default=600.0)
+DATABASE_STATEMENT_TIMEOUT = env.float(
+    "DATABASE_STATEMENT_TIMEOUT", default=WEB_STATEMENT_TIMEOUT if DATABASE_POOL else 0
+)
 # pgvector 0.8+: filtered HNSW scans keep scanning until enough rows pass the filter (visibility!).
-_options["options"] = f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={env.int('HNSW_EF_SEARCH', default=100)}"
+_options["options"] = (
+    f"-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search={env.int('HNSW_EF_SEARCH', default=100)}"
+    f" -c statement_timeout={round(DATABASE_STATEMENT_TIMEOUT * 1000)}"
+)
 # The job cluster's heartbeat (django-q2's Stat, every 0.5 s, expires after 3 s) in a table that every
 # process can read: the health check and the admin see the cluster wherever it runs.
 CACHES = {
@@ -339,6 +355,10 @@ WEB_QUEUE_TIMEOUT = env.float("WEB_QUEUE_TIMEOUT", default=5.0)
 # Seconds a client has to send a request's head (from connecting, or from its previous answer), and again its
 # body; then the connection is closed (head) or answered 408 (body). A slow upload never holds a place.
 WEB_READ_TIMEOUT = env.float("WEB_READ_TIMEOUT", default=10.0)
+# Seconds a client may read nothing of an answer that waits for it; then the connection is dropped (reset) and the
+# request ends (serving/gunicorn_conf.py). A slow reader never holds a place: edge.Admission frees it when the answer
+# starts, and static files never take one.
+WEB_SEND_TIMEOUT = env.float("WEB_SEND_TIMEOUT", default=10.0)
 # The proxies whose X-Forwarded-For / X-Forwarded-Proto are trusted (comma-separated addresses or networks, "*"
 # for any); none by default: otherwise any local client could set the client address the access log shows.
 FORWARDED_ALLOW_IPS = env.str("FORWARDED_ALLOW_IPS", default="")

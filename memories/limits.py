@@ -17,7 +17,11 @@ MAX_ROLE_CHARS = 16
 # characters), and a character with many combining marks ("a" and 3,999 accents) is one character per
 # mark to a tokenizer, so one 4,000-character text was 4,000 tokens, eight passes of e5's model (40 s).
 MAX_COMBINING_MARKS = 8  # in a row on one character, after NFKC (Unicode's stream-safe text allows 30)
-MAX_TEXT_TOKENS = 1024  # the embedder's tokens (e5: two of its 512-token windows; 4,000 German characters ~900)
+# The embedder's tokens. One rule with MAX_TEXT_CHARS: ordinary text of that many characters in every supported
+# language fits, so the schema's length is the limit a caller meets; only text far denser in tokens than prose
+# (another script, marks, symbols) meets this one. e5-small at 4,000 characters (bench/text_limits.py, the densest
+# of 40 windows each): German 1,051, Italian 1,038, Spanish 1,025, English 1,027; Chinese ~1,500.
+MAX_TEXT_TOKENS = 1280
 DATE_SEARCH_CHARS = 300  # a question's dates are read in its first characters (dateparser: ~2 s per 1,000)
 LANGUAGE_DETECT_CHARS = 1000  # a text's language is told from its first characters
 

@@ -120,8 +120,8 @@ def cost_bounded(max_length: int):
         if tokens is not None and tokens > MAX_TEXT_TOKENS:
             raise PydanticCustomError(
                 "text_tokens",
-                "is longer than {tokens} tokens (about 4,000 characters of ordinary text)",
-                {"tokens": MAX_TEXT_TOKENS},
+                "is longer than {tokens} tokens: denser than ordinary text, whose {chars} characters fit",
+                {"tokens": MAX_TEXT_TOKENS, "chars": MAX_TEXT_CHARS},
             )
         return value
 

@@ -28,6 +28,7 @@ METHOD_NOT_ALLOWED = "Method {method} not allowed; allowed: {allowed}."
 UNAVAILABLE = "The database is unreachable; try again shortly."
 RETRY_AFTER_DATABASE = 5  # seconds: the supervisor restarts a dead database after 1 s, then crash recovery
 BUSY_WAITED = "The server is busy: no database connection became free within {seconds} s; try again shortly."
+BUSY_TOO_LONG = "The server is busy: the request did not finish within {seconds} s; try again shortly."
 RETRY_AFTER_BUSY = 1  # seconds
 PROBE_SECONDS = 2  # after a pool's timeout: does the database answer a connection of its own?
 INTERNAL = "Internal error {error_id}; the log has the details under this id."
@@ -162,26 +163,51 @@ def default_pool():
     return connections["default"].pool
 
 
-def busy_response(request: HttpRequest) -> HttpResponse:
-    """The JSON 503 "busy" when no pooled connection became free in time; a WARNING, not Django's ERROR for a 503."""
+def statement_timed_out(exc: BaseException) -> bool:
+    """Whether a database error is a statement cancelled at its time limit (``statement_timeout``, settings)."""
+    from psycopg.errors import QueryCanceled
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, QueryCanceled):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def database_error_answer(exc: BaseException) -> tuple[str, int, str]:
+    """What a client is told of a database error, naming no internals: (message, status, Retry-After seconds).
+
+    "busy" for a statement past its time limit or a pool whose every connection stayed in use; "unreachable"
+    otherwise. The API, the edge's middleware and the MCP tools answer with it.
+    """
     from django.conf import settings
 
-    seconds = settings.DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("timeout", 0)
-    logger.warning(
-        "busy: no database connection became free within %g s on %s %s", seconds, request.method, request.path
-    )
-    response = error_response(BUSY_WAITED.format(seconds=f"{seconds:g}"), status=503)
+    if statement_timed_out(exc):
+        return BUSY_TOO_LONG.format(seconds=f"{settings.DATABASE_STATEMENT_TIMEOUT:g}"), 503, str(RETRY_AFTER_BUSY)
+    if pool_exhausted(exc, default_pool()):
+        seconds = settings.DATABASES["default"].get("OPTIONS", {}).get("pool", {}).get("timeout", 0)
+        return BUSY_WAITED.format(seconds=f"{seconds:g}"), 503, str(RETRY_AFTER_BUSY)
+    return UNAVAILABLE, 503, str(RETRY_AFTER_DATABASE)
+
+
+def busy_response(request: HttpRequest, message: str) -> HttpResponse:
+    """The JSON 503 "busy" with Retry-After; a WARNING, not Django's ERROR for a 503."""
+    logger.warning("busy on %s %s: %s", request.method, request.path, message)
+    response = error_response(message, status=503)
     response["Retry-After"] = str(RETRY_AFTER_BUSY)
     response._has_been_logged = True  # django.request would log a 503 as an ERROR
     return response
 
 
 def _unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
-    if pool_exhausted(exc, default_pool()):
-        return busy_response(request)
+    message, status, retry_after = database_error_answer(exc)
+    if message != UNAVAILABLE:
+        return busy_response(request, message)
     logger.warning("Internal API: database unreachable (%s) on %s %s", type(exc).__name__, request.method, request.path)
-    response = error_response(UNAVAILABLE, status=503)
-    response["Retry-After"] = str(RETRY_AFTER_DATABASE)
+    response = error_response(message, status=status)
+    response["Retry-After"] = retry_after
     return response
 
 

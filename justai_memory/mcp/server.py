@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, get_args, get_origin
 
 from annotated_types import MaxLen, MinLen
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -38,7 +38,7 @@ from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError, with_source
 from justai_memory import __version__
 from justai_memory.api.caller import Caller, caller_of_connection, caller_of_ids
-from justai_memory.api.errors import validation_messages
+from justai_memory.api.errors import database_error_answer, validation_messages
 from justai_memory.api.learned import SOURCE_LIMIT_DEFAULT, MemorySourceIn, MemorySourceOut, memory_sources
 from justai_memory.api.memories import (
     FindToForgetIn,
@@ -195,6 +195,8 @@ def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
             return fn(caller)
         except ApplicationError as exc:
             raise tool_error(caller, exc) from None
+    except (OperationalError, InterfaceError) as exc:  # busy or unreachable, in the JSON API's words
+        raise ToolError(database_error_answer(exc)[0]) from None
     finally:
         close_old_connections()
 

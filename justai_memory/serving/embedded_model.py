@@ -119,11 +119,20 @@ def port_free(port: int) -> bool:
     return True
 
 
-def free_loopback_port() -> int:
-    """A port on 127.0.0.1 that nothing uses now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_loopback_port(taken: int) -> int:
+    """The first port after ``taken`` on 127.0.0.1 that nothing uses now, within the embedded model's range.
+
+    Never the kernel's choice: that is an ephemeral port, which the kernel hands to outgoing connections too
+    (ai_router.EMBEDDED_PORTS lies below them). ModelUnavailable when the whole range is in use.
+    """
+    from justai_core.ai_router import EMBEDDED_PORTS
+
+    first, last = EMBEDDED_PORTS
+    for step in range(1, last - first):
+        port = first + (taken - first + step) % (last - first)
+        if port_free(port):
+            return port
+    raise ModelUnavailable(f"every port from {first} to {last - 1} on 127.0.0.1 is in use")
 
 
 def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int) -> None:

@@ -5,9 +5,14 @@ longer than WEB_TIMEOUT) serving the ASGI app ``justai_memory.serving.asgi:appli
 from the settings, which read the environment.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import re
+import socket
+import struct
+import termios
 
 import h11
 
@@ -27,17 +32,23 @@ from justai_memory.serving.log_format import Formatter
 UNPARSABLE = "The request's head could not be read (malformed, or longer than {limit} bytes)."
 
 
-class HeadDeadline(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a deadline on each request's head (request line and headers).
+class Deadlines(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with deadlines on what a client must do: send each request's head, read each answer.
 
-    A connection that has not sent a whole head within WEB_READ_TIMEOUT s of connecting, or of its
-    previous answer, is closed: uvicorn itself waits for a head forever (its keep-alive timer runs only
-    between requests, and stops at the first byte). The body's deadline is the edge's (edge.Admission).
+    - Head: a connection that has not sent a whole head (request line and headers) within WEB_READ_TIMEOUT s of
+      connecting, or of its previous answer, is closed: uvicorn itself waits for a head forever (its keep-alive
+      timer runs only between requests, and stops at the first byte). The body's deadline is the edge's.
+    - Answer: a client that reads nothing of an answer for WEB_SEND_TIMEOUT s (the write buffer stays above its
+      low-water mark, and uvicorn's ``send`` waits) is dropped: the connection is reset and its unsent bytes
+      discarded, the app's sends return at once and the request ends. An answer sent whole whose bytes still wait
+      in the kernel when the next head's deadline passes is dropped the same way: a plain close would keep the
+      socket until the client reads them, which may be never.
     """
 
     head_timer = None
     head_start = b""  # the first bytes of the head being read: its method and path, for a refusal's form
     refused = False  # answered 400 to a head it could not read: the rest of the request is dropped
+    send_timer = None
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -50,7 +61,7 @@ class HeadDeadline(H11Protocol):
             self.head_start = bytes(data[:256])
         super().data_received(data)
         if not self._waiting_for_head():
-            self._head_deadline_cancel()
+            self.head_timer = self._cancelled(self.head_timer)
             self.head_start = b""
 
     def send_400_response(self, msg: str) -> None:
@@ -75,37 +86,70 @@ class HeadDeadline(H11Protocol):
         if self._waiting_for_head() and not self.transport.is_closing():
             self._head_deadline_set()
 
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.send_timer is None:
+            self.send_timer = self.loop.call_later(settings.WEB_SEND_TIMEOUT, self._send_deadline_passed)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self.send_timer = self._cancelled(self.send_timer)
+
     def connection_lost(self, exc) -> None:
-        self._head_deadline_cancel()
+        self.head_timer = self._cancelled(self.head_timer)
+        self.send_timer = self._cancelled(self.send_timer)
         super().connection_lost(exc)
 
     def _waiting_for_head(self) -> bool:
         return self.cycle is None or self.cycle.response_complete
 
-    def _head_deadline_set(self) -> None:
-        self._head_deadline_cancel()
-        self.head_timer = self.loop.call_later(settings.WEB_READ_TIMEOUT, self._head_deadline_passed)
+    @staticmethod
+    def _cancelled(timer) -> None:
+        if timer is not None:
+            timer.cancel()
 
-    def _head_deadline_cancel(self) -> None:
-        if self.head_timer is not None:
-            self.head_timer.cancel()
-            self.head_timer = None
+    def _head_deadline_set(self) -> None:
+        self._cancelled(self.head_timer)
+        self.head_timer = self.loop.call_later(settings.WEB_READ_TIMEOUT, self._head_deadline_passed)
 
     def _head_deadline_passed(self) -> None:
         self.head_timer = None
         if self._waiting_for_head() and not self.transport.is_closing():
-            self.transport.close()
+            if self._unsent():
+                self._drop()
+            else:
+                self.transport.close()
+
+    def _send_deadline_passed(self) -> None:
+        self.send_timer = None
+        self._drop()
+
+    def _unsent(self) -> int:
+        """Bytes of answers not yet taken by the client: in the transport's buffer and the kernel's send queue."""
+        sock = self.transport.get_extra_info("socket")
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except (AttributeError, OSError):  # no socket, or no such query on this system
+            queued = 0
+        return self.transport.get_write_buffer_size() + queued
+
+    def _drop(self) -> None:
+        """Reset the connection now, discarding what it has not sent (SO_LINGER 0: no FIN that waits for the client)."""
+        sock = self.transport.get_extra_info("socket")
+        with contextlib.suppress(AttributeError, OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
 
 class Worker(UvicornWorker):
-    """uvicorn worker without uvicorn's access log and without its concurrency limit, with a deadline on heads.
+    """uvicorn worker without uvicorn's access log and without its concurrency limit, with deadlines on heads and answers.
 
     The access log is written by asgi.py without query strings; uvicorn's would print them. The limit
     (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/serving/edge.py);
     uvicorn's would answer text/plain.
     """
 
-    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on", "http": HeadDeadline}
+    CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, "access_log": False, "lifespan": "on", "http": Deadlines}
 
 
 class Logger(GunicornLogger):
@@ -117,7 +161,13 @@ class Logger(GunicornLogger):
             handler.setFormatter(Formatter(self.error_fmt, self.datefmt))
 
 
-bind = [f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"]
+# The supervisor binds the address before it starts anything and hands the socket down (supervisor.web_socket):
+# gunicorn never binds, so it never retries a port in use nor takes one later. Alone (a test), it binds itself.
+bind = [
+    f"fd://{os.environ['JUSTAI_LISTEN_FD']}"
+    if "JUSTAI_LISTEN_FD" in os.environ
+    else f"{settings.JUSTAI_HOST}:{settings.JUSTAI_PORT}"
+]
 workers = settings.WEB_WORKERS
 worker_class = "justai_memory.serving.gunicorn_conf.Worker"
 timeout = settings.WEB_TIMEOUT
@@ -131,4 +181,17 @@ logger_class = "justai_memory.serving.gunicorn_conf.Logger"
 errorlog = "-"
 loglevel = settings.LOGGING["root"]["level"].lower()
 proc_name = "justai-memory-web"
+# The app is imported in the arbiter, and what the workers only read is loaded there once (asgi.preload), shared
+# by every worker copy-on-write: the language detector alone is ~250 MB a worker otherwise. A restarted worker
+# forks with it loaded.
+preload_app = True
+
+
+def when_ready(server) -> None:
+    """After the app is imported in the arbiter, before the workers fork."""
+    from justai_memory.serving.asgi import preload
+
+    preload()
+
+
 control_socket_disable = True  # one per user by default: two services (or tests) would share it

@@ -15,7 +15,9 @@ RESTART_WINDOW seconds, the supervisor stops everything and exits 1, so that sys
 
 One instance per data folder: before anything starts, the supervisor takes an flock on
 $JUSTAI_DATA_DIR/run.lock (which names its pid); a second one on the same folder exits 1 at once with
-one line naming the first. The kernel drops the lock with the process, however it ends.
+one line naming the first. The kernel drops the lock with the process, however it ends. Then it binds
+the web server's address itself (``web_socket``): a port in use is one line and exit 1, before anything
+starts; gunicorn inherits that socket and binds nothing, so no restart of it ever serves on another's port.
 
 Signals: SIGTERM, SIGINT and SIGHUP (handlers installed explicitly, so ``./scripts/run &``, where
 bash ignores SIGINT, and PID 1 in a container, where unhandled signals are ignored, behave the
@@ -34,6 +36,7 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,6 +88,41 @@ def instance_lock(data_dir: Path) -> int:
     return fd
 
 
+class PortInUse(Exception):
+    """Something else listens on the web server's address."""
+
+
+LISTEN_BACKLOG = 2048  # gunicorn's default
+LISTEN_FD = "JUSTAI_LISTEN_FD"  # the web server's inherited socket (gunicorn_conf.py binds fd://N)
+
+
+def web_socket(host: str, port: int) -> socket.socket:
+    """The web server's listening socket on ``host``:``port``, bound here for the supervisor's whole life.
+
+    The web child (gunicorn) inherits it and never binds an address itself, so a restarted web server serves
+    on the same socket and never on a port someone else freed later; while this process lives, nobody else
+    can take it. PortInUse, naming the address, when it is taken now.
+    """
+    try:
+        family, kind, proto, _name, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise PortInUse(f"JUSTAI_HOST {host!r} is not an address of this machine ({exc.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free; one listened on is not
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise PortInUse(
+            f"port {port} on {host} is in use ({exc.strerror}): another program or installation listens there; "
+            "stop it, or set JUSTAI_PORT to a free port"
+        ) from None
+    sock.listen(LISTEN_BACKLOG)
+    return sock
+
+
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
@@ -133,14 +171,19 @@ class Restarts:
 class Child:
     """One supervised child process."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], budget: dict):
-        self.name, self.argv, self.env = name, argv, env
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], budget: dict, pass_fds: tuple[int, ...] = ()):
+        self.name, self.argv, self.env, self.pass_fds = name, argv, env, pass_fds
         self.process: subprocess.Popen | None = None
         self.restarts = Restarts(name, **budget)
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            self.argv, cwd=BASE_DIR, env=self.env, start_new_session=True, preexec_fn=_die_with_parent
+            self.argv,
+            cwd=BASE_DIR,
+            env=self.env,
+            pass_fds=self.pass_fds,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         self.restarts.started()
         logger.info("%s started (pid %d)", self.name, self.process.pid)
@@ -251,15 +294,16 @@ def model_server_child(env: dict[str, str], budget: dict) -> ModelServer | None:
     try:
         embedded_model.server_available()
         choice = embedded_model.model_choice(model_file=settings.AI_MEMORY_MODEL_FILE, data_dir=settings.DATA_DIR)
-        port = embedded_model.loopback_port(provider.base_url)
+        port = taken = embedded_model.loopback_port(provider.base_url)
+        if not settings.AI_ROLES["memory"].get("base_url") and not embedded_model.port_free(port):
+            # This installation's port is taken (by another program): one free now, told to every child.
+            port = embedded_model.free_loopback_port(taken)
     except embedded_model.ModelUnavailable as exc:
         logger.error(
             "embedded model not started: %s. The rest of the service runs; conversations wait for a model", exc
         )
         return None
-    if not settings.AI_ROLES["memory"].get("base_url") and not embedded_model.port_free(port):
-        # This installation's port is taken (by another program): one free now, told to every child.
-        taken, port = port, embedded_model.free_loopback_port()
+    if port != taken:
         env["AI_MEMORY_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         logger.warning("the embedded model's port %s is taken; it serves on 127.0.0.1:%s", taken, port)
     if choice.warning:
@@ -346,8 +390,11 @@ class Database:
             self.guard.wait(10)
 
 
-def serving_children(env: dict[str, str], budget: dict) -> list[Child]:
-    """The web server and the job cluster, once the service is prepared."""
+def serving_children(env: dict[str, str], budget: dict, listener: socket.socket) -> list[Child]:
+    """The web server (on ``listener``, which it inherits) and the job cluster, once the service is prepared."""
+    from django.conf import settings
+
+    job_statement_timeout = settings.JOB_STATEMENT_TIMEOUT
     return [
         Child(
             "web",
@@ -359,15 +406,21 @@ def serving_children(env: dict[str, str], budget: dict) -> list[Child]:
                 "python:justai_memory.serving.gunicorn_conf",
                 "justai_memory.serving.asgi:application",
             ],
-            env,
+            {**env, LISTEN_FD: str(listener.fileno())},
             budget,
+            pass_fds=(listener.fileno(),),
         ),
         # The cluster forks its workers: no connection pool there (settings.DATABASE_POOL); each of its
         # processes keeps its one connection (django-q2 closes them before it forks).
         Child(
             "cluster",
             [sys.executable, "manage.py", "qcluster"],
-            {**env, "DATABASE_POOL": "false", "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE)},
+            {
+                **env,
+                "DATABASE_POOL": "false",
+                "DATABASE_CONN_MAX_AGE": str(CLUSTER_CONN_MAX_AGE),
+                "DATABASE_STATEMENT_TIMEOUT": str(job_statement_timeout),
+            },
             budget,
         ),
     ]
@@ -446,7 +499,8 @@ class Supervisor:
             return 1
         try:  # before anything starts: a second instance on the same data must touch nothing of the first's
             self.lock = instance_lock(Path(settings.DATA_DIR).expanduser().resolve())
-        except AlreadyRunning as exc:
+            self.listener = web_socket(host, port)
+        except (AlreadyRunning, PortInUse) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         env = dict(os.environ)
@@ -474,7 +528,7 @@ class Supervisor:
             if model is not None and self.stop_signal is None:
                 model.wait_ready(lambda: self.stop_signal is not None)
             if self.stop_signal is None:
-                children += serving_children(env, budget)
+                children += serving_children(env, budget, self.listener)
                 for child in children:
                     if child is not model:
                         child.start()

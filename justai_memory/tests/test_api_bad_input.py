@@ -141,6 +141,29 @@ def test_a_text_of_more_tokens_than_the_bound_is_refused_and_one_of_4000_german_
     assert response.json().get("field") != "content", response.content
 
 
+@pytest.mark.parametrize("language", ["de", "it", "en", "es"])
+def test_ordinary_text_of_as_many_characters_as_the_schema_allows_fits_the_token_bound(settings, language):
+    """The densest of 40 texts of MAX_TEXT_CHARS characters cut from the project's own translations (de, it; the
+    English source), Django's Spanish admin and XQuAD-R's Wikipedia paragraphs is accepted: one limit to meet."""
+    from pydantic import TypeAdapter
+
+    from bench.text_limits import sources, windows
+    from justai_memory.api.common import text
+    from memories.embedders import get_embedder
+    from memories.limits import MAX_TEXT_CHARS
+
+    settings.MEMORY_EMBEDDER = "e5-small"
+    texts = [
+        window
+        for (code, _source), sentences in sources().items()
+        if code == language
+        for window in windows(sentences, chars=MAX_TEXT_CHARS, count=40)
+    ]
+    densest = max(texts, key=get_embedder().token_count)
+    assert len(densest) == MAX_TEXT_CHARS
+    assert TypeAdapter(text()).validate_python(densest) == densest.strip()
+
+
 def _document():
     return ninja_api.get_openapi_schema(path_prefix="/internal/v1")
 

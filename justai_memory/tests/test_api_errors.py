@@ -263,15 +263,53 @@ def test_a_pool_timeout_is_busy_while_the_database_is_up_and_unreachable_when_it
 
 def test_busy_is_a_json_503_with_retry_after_logged_as_a_warning(rf, caplog):
     """Not the ERROR django.request writes for a 503: the response is marked logged."""
-    from justai_memory.api.errors import busy_response
+    from justai_memory.api.errors import BUSY_TOO_LONG, busy_response
 
     with caplog.at_level(logging.WARNING):
-        response = busy_response(rf.post("/internal/v1/recall"))
+        response = busy_response(rf.post("/internal/v1/recall"), BUSY_TOO_LONG.format(seconds="5"))
     assert response.status_code == 503 and response["Retry-After"] == "1"
     body = json.loads(response.content)
     assert "busy" in body["error"] and "unreachable" not in body["error"] and body["field"] is None
     assert response._has_been_logged
     assert [r.levelname for r in caplog.records] == ["WARNING"]
+
+
+@pytest.mark.django_db
+def test_a_statement_past_its_time_limit_is_busy_naming_no_internals(settings):
+    from django.db import OperationalError, connection
+
+    from justai_memory.api.errors import database_error_answer
+
+    settings.DATABASE_STATEMENT_TIMEOUT = 0.1
+    with pytest.raises(OperationalError) as raised, connection.cursor() as cursor:
+        cursor.execute("SET LOCAL statement_timeout = '100ms'")
+        cursor.execute("SELECT pg_sleep(2)")
+    message, status, retry_after = database_error_answer(raised.value)
+    assert (status, retry_after) == (503, "1") and message.startswith("The server is busy")
+    assert "within 0.1 s" in message and "statement" not in message and "cancel" not in message
+
+
+@pytest.mark.django_db
+def test_the_admin_s_pages_run_under_their_own_statement_time_limit(rf, settings):
+    """With the pool (web processes): the admin's requests raise their connection's limit, the API's keep it."""
+    from django.db import connection
+    from django.http import HttpResponse
+
+    from justai_memory.serving.edge import AdminStatementTimeoutMiddleware
+
+    settings.DATABASE_POOL, settings.ADMIN_STATEMENT_TIMEOUT = True, 60
+    seen = {}
+
+    def view(request):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW statement_timeout")
+            seen[request.path] = cursor.fetchone()[0]
+        return HttpResponse()
+
+    middleware = AdminStatementTimeoutMiddleware(view)
+    for path in ("/internal/v1/recall", "/admin/memories/memory/"):
+        middleware(rf.get(path))
+    assert seen == {"/internal/v1/recall": "0", "/admin/memories/memory/": "1min"}
 
 
 def test_a_foreign_host_is_one_warning_line_without_a_traceback(api_token, caplog):

@@ -42,13 +42,13 @@ def get(path: str, **kwargs) -> httpx.Response:
     return asyncio.run(run())
 
 
-def test_mcp_and_everything_under_it_reach_the_mcp_app_with_the_full_path_and_root_path(recorded):
+def test_mcp_reaches_the_mcp_app_with_the_full_path_and_root_path_and_nothing_else_does(recorded):
     for path in ("/mcp", "/mcp/", "/mcp/messages", "/mcpx", "/", "/internal/v1/recall", "/admin/login/"):
         assert get(path).status_code == 204, path
     assert recorded == [
         ("mcp", "/mcp", "/mcp"),
         ("mcp", "/mcp/", "/mcp"),
-        ("mcp", "/mcp/messages", "/mcp"),
+        ("django", "/mcp/messages", ""),
         ("django", "/mcpx", ""),
         ("django", "/", ""),
         ("django", "/internal/v1/recall", ""),
@@ -85,6 +85,46 @@ def test_importing_the_app_into_a_configured_process_leaves_its_environment_alon
     """The pool flag is for processes the module configures; in the tests it leaked into every process they
     started (a standalone job cluster got a pool through its forks: 'connection in transaction status')."""
     assert os.environ.get("DATABASE_POOL") == POOL_BEFORE
+
+
+def test_an_answer_that_is_not_read_holds_no_place_and_a_static_file_takes_none():
+    """Admission(running=1): the first request's answer has started but its client reads nothing (its body's send
+    waits): the next runs at once. Ungated requests (static files) run beside a held place, never waiting for one."""
+    from justai_memory.serving.edge import Admission
+
+    async def run():
+        admission = Admission(running=1, limit=8, wait=0.5)
+        unread, ran = asyncio.Event(), []
+
+        async def app(scope, receive, send):
+            ran.append(scope["name"])
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"x"})
+
+        async def request(name: str, *, read: bool = True, gated: bool = True):
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                if message["type"] == "http.response.body" and not read:
+                    await unread.wait()  # the client reads nothing: uvicorn's send waits for the buffer to drain
+
+            await admission.serve(app, {"type": "http", "name": name}, receive, send, gated=gated)
+
+        held = asyncio.create_task(request("unread", read=False))
+        await asyncio.sleep(0.01)
+        async with asyncio.timeout(0.3):  # far below the wait (0.5 s): nobody waited for a place
+            await request("next")
+        statics = [asyncio.create_task(request(f"static {i}", read=False, gated=False)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        assert (admission.running, admission.admitted) == (0, 0)  # the unread answer and three static files: none
+        async with asyncio.timeout(0.3):
+            await request("after the files")
+        unread.set()
+        await asyncio.gather(held, *statics)
+        assert ran[:2] == ["unread", "next"] and (admission.running, admission.admitted) == (0, 0)
+
+    asyncio.run(run())
 
 
 def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_says_busy_past_its_bounds():
@@ -181,6 +221,24 @@ def test_a_path_with_a_line_feed_is_the_api_s_json_404():
     for response in asyncio.run(run()):
         assert response.status_code == 404 and response.headers["content-type"] == "application/json"
         assert response.json()["field"] is None and "No such endpoint" in response.json()["error"]
+
+
+NOWHERE = ("/mcp%0A", "/mcp/x", "/mcp/x%0A", "/mcpx", "/mcp%0Ax", "/nowhere", "/nowhere%0A", "/static/nowhere.js")
+
+
+def test_every_path_outside_the_admin_s_pages_is_a_json_404(api_token):
+    """The MCP endpoint's neighbours and any other unknown path: a program's client reads JSON, never an HTML page."""
+    headers = {"Authorization": f"Bearer {api_token}"}
+
+    async def run():
+        transport = httpx.ASGITransport(app=asgi.application, client=("127.0.0.9", 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as client:
+            return {path: await client.get(path) for path in NOWHERE}
+
+    for path, response in asyncio.run(run()).items():
+        assert response.status_code == 404, (path, response.status_code, response.text[:200])
+        assert response.headers["content-type"] == "application/json", (path, response.text[:200])
+        assert response.json()["field"] is None, path
 
 
 def test_a_worker_builds_the_url_tables_and_catalogues_of_every_language_before_the_first_request():

@@ -6,11 +6,12 @@ import socket
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from justai_core.ai_router import embedded_port
+from justai_core.ai_router import EMBEDDED_PORTS, embedded_port
 from justai_memory.serving import embedded_model, supervisor
 from justai_memory.serving.embedded_model import ModelUnavailable, loopback_port, model_choice
 
@@ -128,6 +129,9 @@ def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(setting
     port = int(env["AI_MEMORY_BASE_URL"].removeprefix("http://127.0.0.1:").removesuffix("/v1"))
     assert port != taken and child.health_url == f"http://127.0.0.1:{port}/health"
     assert f"port {taken} is taken" in caplog.text
+    first_ephemeral, last_ephemeral = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert EMBEDDED_PORTS[0] <= port < EMBEDDED_PORTS[1]  # never a port the kernel hands to outgoing connections
+    assert not first_ephemeral <= port <= last_ephemeral
 
 
 def test_no_model_child_for_another_provider(settings):

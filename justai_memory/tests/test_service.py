@@ -332,6 +332,32 @@ def test_a_second_run_on_the_same_data_exits_at_once_naming_the_running_instance
     assert "database st" not in service.log.read_bytes()[log_before:].decode(errors="replace")
 
 
+def test_a_port_in_use_is_refused_before_anything_starts():
+    """One line and exit 1 at once: no database, no children; the program on the port keeps it."""
+    data_dir = Path(tempfile.mkdtemp(prefix="justai-port-test-"))
+    try:
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", 0))
+            squatter.listen()
+            second = Service(data_dir / "data", data_dir / "service.log")
+            second.port = squatter.getsockname()[1]
+            began = time.monotonic()
+            result = subprocess.run(
+                [str(ROOT / "scripts" / "run")], cwd=ROOT, env=second.env(), capture_output=True, text=True, timeout=60
+            )
+            assert result.returncode == 1, result.stdout + result.stderr
+            assert time.monotonic() - began < 15
+            assert result.stderr.strip().splitlines() == [
+                f"error: port {second.port} on 127.0.0.1 is in use (Address already in use): another program or "
+                "installation listens there; stop it, or set JUSTAI_PORT to a free port"
+            ], result.stderr
+            assert "serving on" not in result.stdout + result.stderr
+            assert not (data_dir / "data" / "postgres").exists()
+            assert squatter.getsockname()[1] == second.port
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def service_auth() -> dict:
     return {"Authorization": f"Bearer {TOKEN}"}
 
@@ -401,6 +427,9 @@ def test_a_killed_web_worker_and_a_killed_web_server_recover(service):
     arbiter.kill()
     _, alive = psutil.wait_procs([arbiter, *workers], timeout=10)
     assert not alive  # the dead arbiter's workers are not left holding the port
+    with socket.socket() as squatter:  # nor can another program take the port while the web server is down
+        with pytest.raises(OSError):
+            squatter.bind(("127.0.0.1", service.port))
     deadline = time.monotonic() + 60
     while not any("gunicorn" in " ".join(c.cmdline()) for c in psutil.Process(service.pid).children()):
         assert time.monotonic() < deadline, "the web server was not restarted"

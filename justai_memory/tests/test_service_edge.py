@@ -26,6 +26,8 @@ pytestmark = pytest.mark.slow
 
 RUNNING, LIMIT, QUEUE_TIMEOUT = 2, 3, 2
 READ_TIMEOUT = 4
+STATEMENT_TIMEOUT = 12  # long enough for the held recalls of the admission drill below
+SEND_TIMEOUT = 15  # every unread answer of the drill below is still held while the probes run
 
 
 class EdgeService(Service):
@@ -37,6 +39,8 @@ class EdgeService(Service):
             "DATABASE_POOL_MAX_SIZE": str(RUNNING),
             "WEB_QUEUE_TIMEOUT": str(QUEUE_TIMEOUT),
             "WEB_READ_TIMEOUT": str(READ_TIMEOUT),
+            "WEB_STATEMENT_TIMEOUT": str(STATEMENT_TIMEOUT),
+            "WEB_SEND_TIMEOUT": str(SEND_TIMEOUT),
         }
 
 
@@ -129,6 +133,91 @@ def test_slow_uploads_and_slow_heads_hold_no_place_and_are_cut_at_the_read_deadl
             sock.close()
 
 
+BIG_STATIC = "/static/ninja/redoc.standalone.js.map"  # 3.3 MB
+
+
+def unread(service, path: str, headers: str = "") -> socket.socket:
+    """A GET of ``path`` from a client with a 1 KB receive buffer that never reads its answer."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    sock.connect(("127.0.0.1", service.port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n{headers}\r\n".encode())
+    return sock
+
+
+def big_export(service) -> str:
+    """The path of a person's export of ~3 MB: one memory remembered, copied 2,000 times with longer text."""
+    service.manage("add_person", "Julia", "--language", "de")
+    with service.database() as conn:
+        person = conn.execute("SELECT id FROM people_person WHERE name = 'Julia'").fetchone()[0]
+    text = "Der Ersatzschlüssel für den Keller liegt in der blauen Dose im Flur"
+    body = {"content": text, "room_id": service.room_id, "speaker_id": person}
+    assert service.api("POST", "/internal/v1/memories/remember", body).status_code == 201
+    with service.database() as conn:
+        columns = [
+            name
+            for (name,) in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories_memory' "
+                "AND is_generated = 'NEVER' AND column_name NOT IN ('id', 'content') ORDER BY ordinal_position"
+            )
+        ]
+        listed = ", ".join(columns)
+        conn.execute(
+            f"INSERT INTO memories_memory (content, {listed}) SELECT content || ' ' || g || repeat(' Eintrag', 150), "
+            f"{listed} FROM memories_memory, generate_series(1, 2000) AS g WHERE content = %s",
+            [text],
+        )
+    return f"/internal/v1/people/{person}/export"
+
+
+def unsent(port: int, clients: set[int]) -> dict[int, int]:
+    """Bytes in the send queue of the server's side of each connection from one of ``clients`` (/proc/net/tcp)."""
+    queued = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+        if local == port and remote in clients:
+            queued[remote] = int(fields[4].split(":")[0], 16)
+    return queued
+
+
+def test_answers_that_are_never_read_hold_no_place_and_are_dropped_at_the_send_deadline(service):
+    """16 clients that never read a 3.3 MB static file and 8 that never read a 3 MB export, 24 unread answers against
+    a worker that admits 3 at once: each is answered; then /health and recall answer 200 within 1 s; past
+    WEB_SEND_TIMEOUT the server holds none of their connections."""
+    export = big_export(service)
+    worker = service.child("gunicorn").children()[0]
+    readers = []
+    try:
+        # One after the other, each once its answer has started (its bytes wait in the send queue): 24 unread
+        # answers, more than the worker admits at once (LIMIT), so none may hold a place or count as admitted.
+        for path, headers in [(BIG_STATIC, "")] * 16 + [(export, f"Authorization: Bearer {TOKEN}\r\n")] * 8:
+            readers.append(unread(service, path, headers))
+            client, deadline = readers[-1].getsockname()[1], time.monotonic() + 30
+            while not unsent(service.port, {client}).get(client):
+                assert time.monotonic() < deadline, f"answer {len(readers)} did not start"
+                time.sleep(0.02)
+        ours = {sock.getsockname()[1] for sock in readers}
+        started = time.monotonic()
+        while time.monotonic() - started < SEND_TIMEOUT + 3:
+            for probe in (
+                lambda: service.health(),
+                lambda: service.api("POST", "/internal/v1/recall", json.loads(recall_body(service))),
+            ):
+                began = time.monotonic()
+                answer = probe()
+                seconds = time.monotonic() - began
+                assert answer is not None and answer.status_code == 200, answer and answer.text[:300]
+                assert seconds < 1, seconds
+        deadline = time.monotonic() + 10
+        while held := [c for c in worker.net_connections() if c.raddr and c.raddr.port in ours]:
+            assert time.monotonic() < deadline, f"{len(held)} unread answers still held"
+            time.sleep(0.2)
+    finally:
+        for sock in readers:
+            sock.close()
+
+
 def busy(response: httpx.Response) -> bool:
     """A JSON 503 "busy" with Retry-After: 1."""
     return (
@@ -177,6 +266,37 @@ def test_past_the_pool_requests_wait_their_turn_then_are_told_busy_never_databas
     written = service.log.read_bytes()[log_before:].decode(errors="replace")
     assert '"POST /internal/v1/recall" 503' in written  # in the access log too
     assert "unreachable" not in written and " ERROR " not in written, written[-3000:]
+
+
+def test_a_recall_past_its_statement_time_limit_is_busy_and_frees_its_place(service):
+    """The memories table locked: each running recall is told "busy" at WEB_STATEMENT_TIMEOUT, naming no internals,
+    and its place is free: the next recall runs at once (and is told the same), none waits for a place."""
+    body = json.loads(recall_body(service))
+    log_before = service.log.stat().st_size
+    with service.database() as lock:
+        lock.execute("BEGIN")
+        lock.execute("LOCK TABLE memories_memory IN ACCESS EXCLUSIVE MODE")
+        began = time.monotonic()
+        with ThreadPoolExecutor(RUNNING) as pool:
+            held = list(pool.map(lambda _: service.api("POST", "/internal/v1/recall", body, 60), range(RUNNING)))
+        held_seconds = time.monotonic() - began
+        began = time.monotonic()
+        after = service.api("POST", "/internal/v1/recall", body, timeout=60)
+        after_seconds = time.monotonic() - began
+        lock.execute("ROLLBACK")
+    for answer in [*held, after]:
+        assert busy(answer) and f"did not finish within {STATEMENT_TIMEOUT} s" in answer.json()["error"], answer.text
+        assert not re.search(r"statement|cancel|lock|psycopg|SQL", answer.text, re.IGNORECASE), answer.text
+    assert STATEMENT_TIMEOUT - 1 < held_seconds < STATEMENT_TIMEOUT + 5, held_seconds
+    assert STATEMENT_TIMEOUT - 1 < after_seconds < STATEMENT_TIMEOUT + 5, after_seconds  # ran at once, no wait
+    began = time.monotonic()
+    assert service.api("POST", "/internal/v1/recall", body).status_code == 200
+    assert service.health().status_code == 200 and time.monotonic() - began < 2
+    written = service.log.read_bytes()[log_before:].decode(errors="replace")
+    # A scheduled job that waited for the lock past its Q_TIMEOUT (20 s here) is the cluster's ERROR, not the web's.
+    web_errors = [line for line in written.splitlines() if " ERROR " in line and "django-q" not in line]
+    assert not web_errors, web_errors
+    assert "unreachable" not in written, [line for line in written.splitlines() if "unreachable" in line]
 
 
 def test_a_burst_of_clients_gets_answers_or_json_503s_only(service):

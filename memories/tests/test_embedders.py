@@ -114,6 +114,31 @@ def test_e5_vectors_of_a_text_and_its_nfkc_form_are_the_same():
         assert float(e5.embed_query(text) @ e5.embed_query(unicodedata.normalize("NFKC", text))) > 0.9999
 
 
+def test_an_e5_question_does_not_wait_behind_a_long_passage():
+    """A recall's question is embedded while a remember's 4,000 characters (3 windows, seconds) still are: the
+    question's vector is the one it has alone."""
+    import threading
+
+    e5 = embedder_by_name("e5-small")
+    alone = e5.embed_query("Wo ist der Schlüssel?")
+    passage = " ".join(f"Satz {i}: Der Ersatzschlüssel für den Keller liegt in der blauen Dose." for i in range(60))
+    started = threading.Event()
+
+    def long_passage():
+        started.set()
+        e5.embed_documents([passage[:4000]])
+
+    thread = threading.Thread(target=long_passage)
+    thread.start()
+    started.wait()
+    time.sleep(0.05)  # not synchronisation: the passage's embedding has begun (it takes seconds); checked below
+    question = e5.embed_query("Wo ist der Schlüssel?")
+    passage_still_running = thread.is_alive()
+    thread.join()
+    assert passage_still_running
+    assert float(question @ alone) > 0.9999
+
+
 def test_vector_literal_follows_an_array_changed_in_place():
     vector = np.array([0.5, -0.25, 0.125], dtype=np.float32)
     assert vector_literal(vector) == "[500000000e-9,-250000000e-9,125000000e-9]"
