@@ -31,6 +31,12 @@ from people.models import Person
 
 # The word every name becomes, in the question and in the memory alike.
 NEUTRAL = "someone"
+# A title before a capitalised word makes it a name, whatever else the word means ("Dr. Keller", the cellar).
+TITLES = (
+    "Dr", "Prof", "Herr", "Herrn", "Frau", "Dott", "Dottor", "Dottore", "Dottoressa", "Sig", "Sig.ra", "Signor",
+    "Signora", "Signorina", "Mr", "Mrs", "Ms", "Miss",
+)  # fmt: skip
+TITLED = re.compile(rf"(?<!\w)(?i:{'|'.join(re.escape(t) for t in TITLES)})\.?\s+([A-ZÄÖÜ][\w-]+)")
 # Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
 CACHE_SIZE = 4096
 WORD = re.compile(r"\w+(?:['\u2019]s?)?")
@@ -75,8 +81,10 @@ def _foreign(word: str, names: list[str]) -> str | None:
     return next((name for name in names if latin.startswith(name) and len(latin) - len(name) <= 2), None)
 
 
-def names_in(text: str, pattern: re.Pattern, names: list[str]) -> tuple[set[str], str]:
+def names_in(text: str, pattern: re.Pattern | None, names: list[str]) -> tuple[set[str], str]:
     """The household names ``text`` holds (lower case) and ``text`` with each replaced by the neutral word."""
+    if pattern is None:
+        return set(), text
     found = {match.group(1).lower() for match in pattern.finditer(text)}
     out = pattern.sub(NEUTRAL, text)
     for word in set(WORD.findall(out)):
@@ -85,6 +93,13 @@ def names_in(text: str, pattern: re.Pattern, names: list[str]) -> tuple[set[str]
             found.add(name)
             out = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", NEUTRAL, out)
     return found, " ".join(out.split())
+
+
+def titled_names(text: str) -> tuple[set[str], str]:
+    """The names ``text`` gives a title ("Dr. Keller", "la signora Berger"; lower case), and ``text`` with each
+    title and name replaced by the neutral word."""
+    found = {match.group(1).lower() for match in TITLED.finditer(text)}
+    return found, TITLED.sub(NEUTRAL, text) if found else text
 
 
 _cache: OrderedDict = OrderedDict()
@@ -109,33 +124,55 @@ def masked_vectors(judge, texts: list[str]) -> np.ndarray:
 
 @dataclass
 class TopicGate:
-    """The topic judgement for one question that names household members; each candidate is judged once."""
+    """The topic judgement for one question; each candidate is judged once, the question embedded when needed."""
 
-    pattern: re.Pattern
+    query: str
+    pattern: re.Pattern | None
     names: list[str]  # every household name
-    asked: set[str]  # the names the question holds
+    asked: set[str]  # the household names the question holds
     judge: object  # the Embedder whose space judges
     minimum: float
     margin: float
-    question: np.ndarray | None  # None: the question asks about no topic (names only) or one the judge cannot read
+    no_topic: float
     cut: float | None = None
     passed: dict[int, bool] = field(default_factory=dict)
+    _question: tuple | None = None
+
+    @property
+    def question(self) -> np.ndarray | None:
+        """The masked question's vector; None when it asks about no topic (names only) or the judge cannot read it."""
+        if self._question is None:
+            text = titled_names(names_in(self.query, self.pattern, self.names)[1])[1]
+            vector = None if unread_script(text, self.judge) else np.asarray(self.judge.embed_query(text))
+            if vector is not None and vector @ _bare_question(self.judge) >= self.no_topic:
+                vector = None  # names only: no topic, so nothing that names someone passes by topic
+            self._question = (vector,)
+        return self._question[0]
+
+    def _names(self, text: str) -> tuple[bool, bool, str]:
+        """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
+        found, masked = names_in(text, self.pattern, self.names)
+        titled, masked = titled_names(masked)
+        words = {word.lower() for word in WORD.findall(self.query)}
+        return bool(found or titled), bool(found & self.asked or titled & words), masked
 
     def judge_ids(self, ids) -> None:
-        """Judge the candidates among ``ids`` not judged yet; the first call sets the cut from its closest."""
+        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the cut."""
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
         texts = dict(Memory.objects.filter(pk__in=todo).values_list("pk", "content"))
         masked, shared = {}, set()
         for pk in todo:
-            found, text = names_in(texts.get(pk, ""), self.pattern, self.names)
-            self.passed[pk] = not found
-            if found and self.question is not None:
+            named, sharing, text = self._names(texts.get(pk, ""))
+            # A memory that names no one passes; one that names someone is judged when it shares a name with the
+            # question, or when the question names a household member (its topic decides then, not a name).
+            self.passed[pk] = not (sharing or (named and self.asked))
+            if not self.passed[pk]:
                 masked[pk] = text
-                if found & self.asked:
+                if sharing:
                     shared.add(pk)
-        if not masked:
+        if not masked or self.question is None:
             return
         closeness = dict(zip(masked, masked_vectors(self.judge, list(masked.values())) @ self.question, strict=True))
         if self.cut is None and shared:
@@ -153,29 +190,21 @@ class TopicGate:
 
 
 def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
-    """The gate for a question that names a household member, judged in ``embedder.blocks()``'s space with the
-    ``tuning``'s topic levels; None when the question names nobody or the tuning judges no topic."""
+    """The gate for one question, judged in ``embedder.blocks()``'s space with the ``tuning``'s topic levels; None
+    when the tuning judges no topic."""
     if tuning.topic_minimum is None:
         return None
     names = household_names()
     pattern = names_pattern(names)
-    if pattern is None:
-        return None
-    asked, question = names_in(query, pattern, names)
-    if not asked:
-        return None
-    judge = embedder.blocks()
-    vector = None if unread_script(question, judge) else np.asarray(judge.embed_query(question))
-    if vector is not None and vector @ _bare_question(judge) >= tuning.topic_no_topic:
-        vector = None  # names only: no topic, so nothing that names someone passes by topic
     return TopicGate(
+        query=query,
         pattern=pattern,
         names=names,
-        asked=asked,
-        judge=judge,
+        asked=names_in(query, pattern, names)[0],
+        judge=embedder.blocks(),
         minimum=tuning.topic_minimum,
         margin=tuning.topic_margin,
-        question=vector,
+        no_topic=tuning.topic_no_topic,
     )
 
 
