@@ -139,9 +139,13 @@ def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyw
     return merged, in_span
 
 
-def _relevant(by_vector, by_keyword, *, thresholds, tuning):
-    """The vector hits within the relevance margin of the question's best similarity, the keyword hits that
-    are not noise (``is_noise``), and that relevance floor."""
+def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
+    """Of the hits that pass the ``gate`` (if any): the vector hits within the relevance margin of the question's best
+    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor."""
+    if gate is not None:
+        kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
+        by_vector = [(pk, value) for pk, value in by_vector if pk in kept]
+        by_keyword = [hit for hit in by_keyword if hit.id in kept]
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
     best = max((hit.score for hit in by_keyword), default=0.0)
@@ -180,9 +184,7 @@ def ranked_memories(
     span the question names; score 1) and ``context`` (stored next to one of the first ``limit``
     candidates from the same conversation or event, related to the question on its own
     (``context_floor``); score: its lift, ``context_lifts``).
-
-    With a ``gate`` (the question names a household member, ``topic.topic_gate``) a candidate that names one
-    too comes by any path only when its topic passes: the name says who, not what.
+    With a ``gate`` (``topic.topic_gate``) a candidate that names someone comes by any path only when its topic passes.
     """
     depth = max(limit, tuning.keyword_pool)
     by_vector = vector_hits(
@@ -199,11 +201,7 @@ def ranked_memories(
         by_keyword=by_keyword,
         tuning=tuning,
     )
-    if gate is not None:
-        kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
-        by_vector = [(pk, value) for pk, value in by_vector if pk in kept]
-        by_keyword = [hit for hit in by_keyword if hit.id in kept]
-    by_vector, by_keyword, floor = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning)
+    by_vector, by_keyword, floor = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning, gate=gate)
     similarity = dict(by_vector)
     for hit in by_keyword:
         if hit.similarity is not None:
