@@ -15,6 +15,7 @@ person an unrelated pair. Printed per embedder:
 * unrelated secrets of the same person in the result, i.e. in the prompt (target 0%);
 * other unrelated facts of the same person in the result (target <= 2%);
 * the same without the topic judgement (``ranked_memories`` with no gate, same store, same run), as the baseline;
+* "What do you know about X?" in de/it/en, with no speaker and asked by X: X's facts and secrets in the result;
 * bad input: a name alone, names only, and the pet questions in Cyrillic and Greek script: secrets in the prompt;
 * recall's median and p95 time with and without the gate (query embedding included).
 """
@@ -148,6 +149,28 @@ def bad_input(stored, *, room) -> tuple[int, int]:
     return len(questions), leaked
 
 
+ABOUT = ("Was weißt du über {}?", "Cosa sai di {}?", "What do you know about {}?")
+
+
+def about_questions(stored, *, room) -> None:
+    """ "What do you know about X?" per person, asked by nobody and by X: their facts and their secrets in the result."""
+    from people.models import Person
+
+    for with_speaker in (False, True):
+        facts = secrets = asked = 0
+        for name, entries in stored.items():
+            speaker = Person.objects.get(name=name) if with_speaker else None
+            for template in ABOUT:
+                ids = set(recall_ids(template.format(name), room=room, speaker=speaker, gated=True)[0])
+                asked += 1
+                facts += sum(pk in ids for pk, fact in entries if not fact["secret"])
+                secrets += sum(pk in ids for pk, fact in entries if fact["secret"])
+        who = "asked by the person" if with_speaker else "no speaker"
+        print(
+            f"'what do you know about X?' ({asked} questions, {who}): {facts} of their other facts, {secrets} secrets"
+        )
+
+
 def share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}% ({part}/{whole})" if whole else "-"
 
@@ -196,6 +219,7 @@ def main() -> None:
         if gated and tuning is shipped:
             for miss in counts["misses"]:
                 print("  miss:", miss)
+    about_questions(stored, room=room)
     asked, leaked = bad_input(stored, room=room)
     print(f"bad input (a name alone, names only, other scripts): {leaked} of {asked} questions bring a secret")
 
