@@ -17,6 +17,7 @@ ending of up to two letters. Candidates that name nobody are not judged here. Th
 bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md).
 """
 
+import functools
 import re
 import threading
 import unicodedata
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from anyascii import anyascii
 
+from memories.languages import MAIN_LANGUAGES
 from memories.models import Memory
 from people.models import Person
 
@@ -37,6 +39,9 @@ TITLES = (
     "Signora", "Signorina", "Mr", "Mrs", "Ms", "Miss",
 )  # fmt: skip
 TITLED = re.compile(rf"(?<!\w)(?i:{'|'.join(re.escape(t) for t in TITLES)})\.?\s+([A-ZÄÖÜ][\w-]+)")
+# A name that is a word at least this common (once in 100,000 words: "will", not "marco" or "chiara") is matched
+# only as a name is written.
+COMMON_ZIPF = 5.0
 # Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
 CACHE_SIZE = 4096
 WORD = re.compile(r"\w+(?:['\u2019]s?)?")
@@ -65,12 +70,26 @@ def household_names() -> list[str]:
     return sorted(names, key=lambda n: (-len(n), n))
 
 
+@functools.lru_cache(maxsize=8)
+def _pattern(names: tuple[str, ...]) -> re.Pattern:
+    # A name that is also a common word ("Will", "Rose", "Mark") is a name only as a name is written.
+    alternatives = "|".join(
+        rf"(?-i:{re.escape(name.title())}|{re.escape(name.upper())})" if _common_word(name) else re.escape(name)
+        for name in names
+    )
+    return re.compile(rf"(?<!\w)({alternatives})(?:['\u2019]s|['\u2019]|s)?(?!\w)", re.IGNORECASE)
+
+
+def _common_word(name: str) -> bool:
+    """True for a name that is a common word in one of the main languages (wordfreq Zipf >= COMMON_ZIPF)."""
+    from wordfreq import zipf_frequency  # loads its lists on first use
+
+    return any(zipf_frequency(name, language) >= COMMON_ZIPF for language in MAIN_LANGUAGES)
+
+
 def names_pattern(names: list[str]) -> re.Pattern | None:
     """A name as a whole word, with a possessive ending ("Lukas'", "Gretas", "Tom's"), any case."""
-    if not names:
-        return None
-    alternatives = "|".join(re.escape(name) for name in names)
-    return re.compile(rf"(?<!\w)({alternatives})(?:['\u2019]s|['\u2019]|s)?(?!\w)", re.IGNORECASE)
+    return _pattern(tuple(names)) if names else None
 
 
 def _foreign(word: str, names: list[str]) -> str | None:

@@ -82,3 +82,11 @@ def test_names_are_masked_in_every_form_and_only_as_whole_words(usem3):
     assert names_in("Gretas Katze und Tommy", pattern, names) == ({"greta", "tommy"}, "someone Katze und someone")
     assert names_in("Tomaten im Garten", pattern, names) == (set(), "Tomaten im Garten")
     assert names_in("Есть ли у Грета кошка?", pattern, names)[0] == {"greta"}  # noqa: RUF001
+
+
+@pytest.mark.meaning
+def test_a_name_that_is_a_common_word_is_a_name_only_as_written(usem3):
+    names = ["will", "lukas"]
+    pattern = names_pattern(names)
+    assert names_in("I will call Will tomorrow", pattern, names) == ({"will"}, "I will call someone tomorrow")
+    assert names_in("lukas hat einen hund", pattern, names) == ({"lukas"}, "someone hat einen hund")
