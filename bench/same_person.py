@@ -14,7 +14,7 @@ person an unrelated pair. Printed per embedder:
 * related facts found (target >= 95%);
 * unrelated secrets of the same person in the result, i.e. in the prompt (target 0%);
 * other unrelated facts of the same person in the result (target <= 2%);
-* the same without the topic judgement (``ranked_memories`` with no gate, same store, same run), as the baseline;
+* the same without the topic judgement (``RecallTuning.topic_minimum`` None; same store, same run), as the baseline;
 * "What do you know about X?" in de/it/en, with no speaker and asked by X: X's facts and secrets in the result;
 * bad input: a name alone, names only, and the pet questions in Cyrillic and Greek script: secrets in the prompt;
 * recall's median and p95 time with and without the gate (query embedding included).
@@ -69,35 +69,18 @@ def store(people_data, *, room):
     return stored
 
 
-def recall_ids(query, *, room, speaker, gated: bool, tuning=None) -> tuple[list[int], float]:
-    """The ids recall returns for ``query`` (with the gate: ``memory_recall``; without: the ranking alone), and the
-    time it took."""
-    from memories.embedding_space import active_embedder
-    from memories.languages import languages_for_query
-    from memories.selectors.ranking import RecallTuning, ranked_memories
-    from memories.selectors.recall import recall_candidates
+def recall_ids(query, *, room, speaker, tuning=None) -> tuple[list[int], float]:
+    """The ids ``memory_recall`` returns for ``query`` with ``tuning`` (None: the shipped one), and the time it took."""
     from memories.services.recall import memory_recall
 
     start = time.perf_counter()
-    if gated:
-        result = memory_recall(
-            query=query, speaker=speaker, room=room, model_location="local", record_access=False, tuning=tuning
-        )
-        return [m.id for m in result.memories], time.perf_counter() - start
-    embedder = active_embedder()
-    ranked = ranked_memories(
-        candidates=recall_candidates(speaker=speaker, room=room),
-        query=query,
-        embedding=embedder.embed_query(query),
-        languages=languages_for_query(conversation_language=None, speaker_language=None),
-        limit=10,
-        thresholds=embedder.thresholds,
-        tuning=RecallTuning.for_embedder(embedder.name),
+    result = memory_recall(
+        query=query, speaker=speaker, room=room, model_location="local", record_access=False, tuning=tuning
     )
-    return [hit.id for hit in ranked], time.perf_counter() - start
+    return [m.id for m in result.memories], time.perf_counter() - start
 
 
-def run(stored, *, room, with_speaker: bool, gated: bool, tuning=None) -> dict:
+def run(stored, *, room, with_speaker: bool, tuning, report: bool) -> dict:
     """Counts of related found, unrelated secrets and other unrelated facts in the result, and the times."""
     from people.models import Person
 
@@ -107,7 +90,7 @@ def run(stored, *, room, with_speaker: bool, gated: bool, tuning=None) -> dict:
         speaker = Person.objects.get(name=name) if with_speaker else None
         for pk, fact in facts:
             for question in fact["questions"].values():
-                ids, took = recall_ids(question, room=room, speaker=speaker, gated=gated, tuning=tuning)
+                ids, took = recall_ids(question, room=room, speaker=speaker, tuning=tuning)
                 counts["times"].append(took)
                 counts["questions"] += 1
                 counts["related"] += pk in ids
@@ -120,7 +103,7 @@ def run(stored, *, room, with_speaker: bool, gated: bool, tuning=None) -> dict:
                     counts[key + "s"] += 1
                     if other in ids:
                         counts[key] += 1
-                        if key == "secret" and gated:
+                        if key == "secret" and report:
                             misses.append(f"{question} -> {other_fact['text']}")
     counts["misses"] = misses
     return counts
@@ -141,7 +124,7 @@ def bad_input(stored, *, room) -> tuple[int, int]:
     ]
     leaked = 0
     for question in questions:
-        ids, _ = recall_ids(question, room=room, speaker=None, gated=True)
+        ids, _ = recall_ids(question, room=room, speaker=None)
         found = secret_ids & set(ids)
         leaked += bool(found)
         for pk in found:
@@ -161,7 +144,7 @@ def about_questions(stored, *, room) -> None:
         for name, entries in stored.items():
             speaker = Person.objects.get(name=name) if with_speaker else None
             for template in ABOUT:
-                ids = set(recall_ids(template.format(name), room=room, speaker=speaker, gated=True)[0])
+                ids = set(recall_ids(template.format(name), room=room, speaker=speaker)[0])
                 asked += 1
                 facts += sum(pk in ids for pk, fact in entries if not fact["secret"])
                 secrets += sum(pk in ids for pk, fact in entries if fact["secret"])
@@ -200,13 +183,14 @@ def main() -> None:
     from memories.selectors.ranking import RecallTuning
 
     shipped = RecallTuning.for_embedder(active_embedder().name)
-    variants = [(False, shipped, "without (baseline)"), (True, shipped, "with the topic gate (shipped)")]
+    unjudged = dataclasses.replace(shipped, topic_minimum=None)
+    variants = [(unjudged, "without (baseline)"), (shipped, "with the topic gate (shipped)")]
     for level in filter(None, args.grid.split(",")):
         minimum, margin = (float(x) for x in level.split(":"))
         variant = dataclasses.replace(shipped, topic_minimum=minimum, topic_margin=margin)
-        variants.append((True, variant, f"topic minimum {minimum}, margin {margin}"))
-    for gated, tuning, label in variants:
-        counts = run(stored, room=room, with_speaker=args.speaker, gated=gated, tuning=tuning)
+        variants.append((variant, f"topic minimum {minimum}, margin {margin}"))
+    for tuning, label in variants:
+        counts = run(stored, room=room, with_speaker=args.speaker, tuning=tuning, report=tuning is shipped)
         times = [t * 1000 for t in counts["times"]]
         print(
             f"{label}: "
@@ -216,7 +200,7 @@ def main() -> None:
             f"recall p50 {statistics.median(times):.1f} ms, p95 {percentile(times, 95):.1f} ms",
             flush=True,
         )
-        if gated and tuning is shipped:
+        if tuning is shipped:
             for miss in counts["misses"]:
                 print("  miss:", miss)
     about_questions(stored, room=room)
