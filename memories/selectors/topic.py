@@ -41,6 +41,8 @@ TITLES = (
     "Signora", "Signorina", "Mr", "Mrs", "Ms", "Miss",
 )  # fmt: skip
 TITLED = re.compile(rf"(?<!\w)(?i:{'|'.join(re.escape(t) for t in TITLES)})\.?\s+([A-ZÄÖÜ][\w-]+)")
+# PostgreSQL's word-bounded, case-insensitive match of a title (the rows TITLED is then run on).
+TITLE_WORD_SQL = rf"\m({'|'.join(re.escape(t) for t in TITLES)})\M"
 # A name that is a word at least this common (once in 100,000 words: "will", not "marco" or "chiara") is matched
 # only as a name is written.
 COMMON_ZIPF = 5.0
@@ -172,19 +174,29 @@ class TopicGate:
 
     def _names(self, text: str) -> tuple[bool, bool, str]:
         """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
-        found, masked = names_in(text, self.pattern, self.names)
+        found, masked = names_in(text, self.pattern, self.names) if self.asked else (set(), text)
         titled, masked = titled_names(masked)
-        words = {word.lower() for word in WORD.findall(self.query)}
-        return bool(found or titled), bool(found & self.asked or titled & words), masked
+        return bool(found or titled), bool(found & self.asked or titled & self.query_words), masked
+
+    @functools.cached_property
+    def query_words(self) -> set[str]:
+        return {word.lower() for word in WORD.findall(self.query)}
 
     def judge_ids(self, ids) -> None:
         """Judge the candidates among ``ids`` not judged yet; the first that share a name set the cut."""
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
-        texts = dict(Memory.objects.filter(pk__in=todo).values_list("pk", "content"))
+        rows = Memory.objects.filter(pk__in=todo)
+        if not self.asked:
+            # Only a titled name can be shared then: read only the memories that hold a title.
+            rows = rows.filter(content__iregex=TITLE_WORD_SQL)
+        texts = dict(rows.values_list("pk", "content"))
         masked, shared = {}, set()
         for pk in todo:
+            if pk not in texts:
+                self.passed[pk] = True
+                continue
             named, sharing, text = self._names(texts.get(pk, ""))
             # A memory that names no one passes; one that names someone is judged when it shares a name with the
             # question, or when the question names a household member (its topic decides then, not a name).
