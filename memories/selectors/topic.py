@@ -187,6 +187,11 @@ class TopicGate:
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
+        if not self.asked and self.passed:
+            # A question that names no household member: a titled name is looked for among the vector and
+            # keyword candidates only (one statement), not among context neighbours or the speaker's memories.
+            self.passed.update(dict.fromkeys(todo, True))
+            return
         rows = Memory.objects.filter(pk__in=todo)
         if not self.asked:
             # Only a titled name can be shared then: read only the memories that hold a title.
