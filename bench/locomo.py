@@ -20,7 +20,9 @@ conversation, words lower-cased, computed in Python in the same run.
 
 ``--grid "vector_weight=0.2,1;relevance_margin=0.3,1"`` adds a row per combination of fields of
 recall's ``RecallTuning`` (the fused path with them; each question is embedded once), to tune the
-fusion on this dev set. ``--reuse`` with BENCH_DB_DIR keeps the stored turns of a previous run with the same embedder
+fusion on this dev set. ``--people`` makes each conversation's speakers household members (``Person``), so that a question naming
+one is judged by topic against the turns that name them (memories/selectors/topic.py; every turn starts with
+its speaker's name). ``--reuse`` with BENCH_DB_DIR keeps the stored turns of a previous run with the same embedder
 (a turn is found again by its text in its room) instead of storing them again.
 
 Targets: fused hit@1 >= 0.50, hit@5 >= 0.78, hit@10 >= 0.87, each at least the better single path.
@@ -169,6 +171,9 @@ def main() -> None:
         "--grid", default="", help='rows with recall tuning set: "vector_weight=0.2,1;relevance_margin=0.3,1"'
     )
     parser.add_argument("--reuse", action="store_true", help="keep the turns stored by an earlier run (BENCH_DB_DIR)")
+    parser.add_argument(
+        "--people", action="store_true", help="the speakers are household members (recall judges their turns by topic)"
+    )
     args = parser.parse_args()
     setup(embedder=args.embedder)
 
@@ -194,6 +199,12 @@ def main() -> None:
         stored = store_conversations(samples, embedder=embedder)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE memories_memory")  # as autovacuum would after this many new rows
+    if args.people:
+        from people.models import Person
+
+        for speaker in sorted({turn.split(":", 1)[0] for _, _, turns in stored for _, turn, _ in turns}):
+            Person.objects.get_or_create(name=speaker)
+        print(f"household members: {', '.join(Person.objects.values_list('name', flat=True))}")
     print(
         f"stored {sum(len(t) for _, _, t in stored)} turns of {len(samples)} conversations as "
         f"{Memory.objects.count()} memories in {time.perf_counter() - t0:.1f} s; embedder {embedder.name}, "

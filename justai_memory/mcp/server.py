@@ -147,14 +147,17 @@ def _header_id(headers, header: str, *, required: bool) -> int | None:
 def caller_of_request(ctx: Context) -> Caller:
     """The caller of one MCP request (the shared context, justai_memory/api/caller.py): an OAuth connection's,
     or the one the headers name. No ``X-Model-Location`` (or an empty one) is cloud: the rule cannot be
-    skipped by leaving it out; a value it refuses is its message with the header as the source."""
+    skipped by leaving it out; any other value than ``local`` or ``cloud`` (``Local`` too, as the API refuses it)
+    is the rule's message with the header as the source."""
     grant = request_grant(ctx.request_context.request)  # MemoryServer.call_tool checked that there is one
     if grant.connection is not None:
         return caller_of_connection(grant.connection)
     headers = ctx.headers or {}
     room_id = _header_id(headers, ROOM_HEADER, required=True)
     speaker_id = _header_id(headers, SPEAKER_HEADER, required=False)
-    said = (headers.get(MODEL_LOCATION_HEADER) or "").strip().lower()
+    # Read as the API reads its field: "local" or "cloud" exactly ("Local" is refused alike); the spaces around a
+    # header's value are the header's syntax, not part of it.
+    said = (headers.get(MODEL_LOCATION_HEADER) or "").strip()
     try:
         return caller_of_ids(
             room_id=room_id, speaker_id=speaker_id, model_location=said or None, location_required=False

@@ -110,7 +110,7 @@ def test_without_a_conversation_the_caller_must_say_where_the_model_runs(api, ho
 
 
 @pytest.mark.parametrize("path", MEMORY_TEXT_ENDPOINTS)
-@pytest.mark.parametrize("value", ["moon", "LOCAL", "", 1, True, None])
+@pytest.mark.parametrize("value", ["moon", "LOCAL", "Local", "Cloud", " local", "", 1, True, None])
 def test_a_model_location_other_than_local_or_cloud_is_a_400_naming_it(api, home, path, value):
     room, anna = home
     response = ask(api, path, room, anna, model_location=value)

@@ -254,7 +254,12 @@ def test_the_model_location_header_follows_the_one_rule_and_its_message(mcp_url,
     for empty in ("",):
         withheld = recall({**room, "X-Model-Location": empty})
         assert not withheld.is_error and "Dienstag" not in text(withheld) and "withheld" in text(withheld)
-    assert "Dienstag" in text(recall({**room, "X-Model-Location": "Local"}))
+    assert "Dienstag" in text(recall({**room, "X-Model-Location": "local"}))
+    # One reading on every surface: the API refuses "Local" in its field, so the header refuses it too.
+    for other_case in ("Local", "LOCAL", "Cloud"):
+        refused = recall({**room, "X-Model-Location": other_case})
+        assert refused.is_error and text(refused).endswith(f": {with_source(MODEL_LOCATION_INVALID, source)}")
+        assert "Dienstag" not in text(refused)
 
 
 def test_a_wrong_token_is_refused_with_401_and_a_foreign_host_with_400(mcp_url):

@@ -46,6 +46,15 @@ class Context(NamedTuple):
     similarity: dict[int, float]  # neighbour id -> its similarity to the question
     replies: dict[int, int]  # candidate that asks -> its reply, the neighbour stored right after it
 
+    def only(self, ids) -> "Context":
+        """The same context with the neighbours ``ids`` only."""
+        keep = set(ids)
+        return Context(
+            neighbours={pk: [n for n in near if n in keep] for pk, near in self.neighbours.items()},
+            similarity={pk: value for pk, value in self.similarity.items() if pk in keep},
+            replies={pk: reply for pk, reply in self.replies.items() if reply in keep},
+        )
+
 
 def context_neighbours(*, candidates, ids: list[int], embedding, min_similarity: float) -> Context:
     """The context neighbours of the memories ``ids`` among ``candidates`` whose own similarity to the question is

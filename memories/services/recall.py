@@ -24,6 +24,7 @@ from memories.selectors.recall import (
     recalled_of,
     withheld_prompt,
 )
+from memories.selectors.topic import topic_gate
 from memories.services.access import recall_record
 
 QUERY_EMPTY = "'query' must not be empty."
@@ -75,6 +76,8 @@ def memory_recall(
     embedder = active_embedder()
     embedding = embedder.embed_query(query)
     candidates = recall_candidates(speaker=speaker, room=room)
+    tuning = tuning if tuning is not None else RecallTuning.for_embedder(embedder.name)
+    gate = topic_gate(query=query, embedder=embedder, tuning=tuning)
     ranked = ranked_memories(
         candidates=candidates,
         query=query,
@@ -85,12 +88,16 @@ def memory_recall(
         ),
         limit=limit,
         thresholds=embedder.thresholds,
-        tuning=tuning if tuning is not None else RecallTuning.for_embedder(embedder.name),
+        tuning=tuning,
+        gate=gate,
     )
     found_by = {hit.id: hit.found_by for hit in ranked}
     ids = [hit.id for hit in ranked]
     if speaker is not None:
         about = about_speaker_hits(candidates=candidates, speaker=speaker, embedding=embedding, exclude=ids)
+        if gate is not None:
+            passing = set(gate.keep(pk for pk, _ in about))
+            about = [(pk, similarity) for pk, similarity in about if pk in passing]
         for rank, (pk, similarity) in enumerate(about, start=1):
             found_by[pk] = {"about_speaker": Found(rank=rank, score=round(similarity, 4))}
             ids.append(pk)

