@@ -126,11 +126,11 @@ class DatabaseUnavailableMiddleware(MiddlewareMixin):
         return None
 
 
-def refusal(path: str, error: str, field: str | None) -> dict:
-    """The body of a refusal the edge answers itself: on the OAuth endpoints RFC 6749's ``invalid_request`` with
-    the message as its description, elsewhere the API's ``error`` and ``field``."""
+def refusal(path: str, error: str, field: str | None, *, oauth_error: str = "invalid_request") -> dict:
+    """The body of a refusal the edge answers itself: on the OAuth endpoints RFC 6749's ``oauth_error`` with the
+    message as its description, elsewhere the API's ``error`` and ``field``."""
     if path.startswith(OAUTH_PATHS):
-        return {"error": "invalid_request", "error_description": error}
+        return {"error": oauth_error, "error_description": error}
     return {"error": error, "field": field}
 
 
@@ -182,12 +182,12 @@ async def send_json(send, status: int, body: dict, headers: list[tuple[bytes, by
     await send({"type": "http.response.body", "body": data})
 
 
-async def send_busy(send, error: str) -> None:
-    """The JSON 503 "busy", with Retry-After."""
+async def send_busy(send, error: str, path: str) -> None:
+    """The JSON 503 "busy", with Retry-After (on the OAuth endpoints RFC 6749's ``temporarily_unavailable``)."""
     await send_json(
         send,
         503,
-        {"error": error, "field": None},
+        refusal(path, error, None, oauth_error="temporarily_unavailable"),
         [(b"retry-after", str(RETRY_AFTER_BUSY).encode()), (b"connection", b"close")],
     )
 
@@ -268,7 +268,7 @@ class Admission:
         except ClientGone:
             return
         if self.admitted >= self.limit:
-            await send_busy(send, BUSY.format(limit=self.limit))
+            await send_busy(send, BUSY.format(limit=self.limit), scope.get("path", ""))
             return
         self.admitted += 1
         running = answered = False
@@ -284,7 +284,7 @@ class Admission:
             if gated:
                 running = await self._turn()
                 if not running:
-                    await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"))
+                    await send_busy(send, BUSY_WAITED.format(seconds=f"{self.wait:g}"), scope.get("path", ""))
                     return
             await app(scope, body_replayed(body, receive), send_answering)
         finally:

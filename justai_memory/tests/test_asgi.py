@@ -1,6 +1,7 @@
 """The ASGI app in process: which app a path reaches, with which path and root_path; the access log; the MCP gate."""
 
 import asyncio
+import json
 import logging
 import os
 
@@ -178,6 +179,45 @@ def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_s
         await asyncio.gather(first, *later)
         assert order == [b"first", b"first", b"a", b"b"]
         assert admission.running == admission.admitted == 0 and not admission.waiting
+
+    asyncio.run(run())
+
+
+def test_busy_on_an_oauth_endpoint_is_rfc_6749_json_and_elsewhere_the_api_s():
+    """Admission(running=1, limit=1): a second request while the first runs is told "busy" at once, in the form of
+    its path: ``temporarily_unavailable`` with a description on /oauth/, the API's ``error`` and ``field`` elsewhere."""
+    from justai_memory.serving.edge import Admission
+
+    async def run():
+        admission, release = Admission(running=1, limit=1, wait=0.5), asyncio.Event()
+
+        async def app(scope, receive, send):
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        async def request(path: str) -> list[dict]:
+            sent = []
+
+            async def receive():
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            await admission.serve(app, {"type": "http", "path": path}, receive, send)
+            return sent
+
+        first = asyncio.create_task(request("/internal/v1/recall"))
+        await asyncio.sleep(0)
+        oauth, api = await request("/oauth/token/"), await request("/internal/v1/recall")
+        release.set()
+        await first
+        for sent in (oauth, api):
+            assert sent[0]["status"] == 503 and dict(sent[0]["headers"])[b"content-type"] == b"application/json"
+        body = json.loads(oauth[-1]["body"])
+        assert body["error"] == "temporarily_unavailable" and "more than 1 requests" in body["error_description"]
+        assert set(json.loads(api[-1]["body"])) == {"error", "field"}
 
     asyncio.run(run())
 
