@@ -205,10 +205,17 @@ def starting_functions(module: ast.Module, starting: set[str]) -> dict[str, ast.
         starting |= {
             name
             for name, node in functions.items()
-            if any(isinstance(call, ast.Call) and getattr(call.func, "id", "") in starting for call in ast.walk(node))
+            if any(isinstance(call, ast.Call) and called_name(call.func) in starting for call in ast.walk(node))
             or any(arg.arg in starting for arg in node.args.args)
         }
     return functions
+
+
+def called_name(func: ast.expr) -> str:
+    """``f`` for ``f()``, ``module.f`` for ``module.f()`` (a function of an imported module), else ``""``."""
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return getattr(func, "id", "")
 
 
 def helpers_starting_a_process(root: Path) -> tuple[dict[str, set[str]], set[str]]:
@@ -223,6 +230,10 @@ def helpers_starting_a_process(root: Path) -> tuple[dict[str, set[str]], set[str
         if path.name == "conftest.py":
             fixtures |= starting
         helpers[".".join(path.relative_to(root).with_suffix("").parts)] = starting
+    for path in sorted(root.glob("scripts/*.py")):  # imported by name once scripts/ is on sys.path
+        starting = set()
+        starting_functions(ast.parse(path.read_text(), filename=str(path)), starting)
+        helpers[path.stem] = starting
     return helpers, fixtures
 
 
@@ -238,6 +249,9 @@ def process_starting_tests(root: Path) -> list[str]:
         for node in ast.walk(module):
             if isinstance(node, ast.ImportFrom) and node.module in helpers:
                 starting |= {alias.asname or alias.name for alias in node.names if alias.name in helpers[node.module]}
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    starting |= {f"{alias.asname or alias.name}.{name}" for name in helpers.get(alias.name, ())}
         functions = starting_functions(module, starting)
         unmarked += [
             f"{path.relative_to(root)}:{name}"
@@ -261,6 +275,21 @@ def test_the_slow_mark_check_sees_a_helper_that_starts_a_process(tmp_path):
         "def test_unmarked():\n    run()\n\n"
         "@pytest.mark.slow\ndef test_marked():\n    run()\n\n"
         "def test_quick():\n    assert True\n"
+    )
+    assert process_starting_tests(tmp_path) == ["app/tests/test_x.py:test_unmarked"]
+
+
+def test_the_slow_mark_check_follows_a_module_of_scripts_imported_by_name(tmp_path):
+    (tmp_path / "app" / "tests").mkdir(parents=True)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "builder.py").write_text(
+        "import subprocess\n\ndef main():\n    return subprocess.run(['true'])\n\ndef quiet():\n    return 1\n"
+    )
+    (tmp_path / "app" / "tests" / "test_x.py").write_text(
+        "import pytest\n\n"
+        "def test_unmarked():\n    import builder\n    builder.main()\n\n"
+        "@pytest.mark.slow\ndef test_marked():\n    import builder\n    builder.main()\n\n"
+        "def test_quick():\n    import builder\n    builder.quiet()\n"
     )
     assert process_starting_tests(tmp_path) == ["app/tests/test_x.py:test_unmarked"]
 

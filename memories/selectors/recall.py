@@ -10,14 +10,10 @@ from django.utils import timezone
 
 from memories.embedders import vector_literal
 from memories.languages import language_name
-from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.fusion import Found
 from memories.selectors.nearest import table_where
 
-QUERY_EMPTY = "'query' must not be empty."
-QUERY_TOO_LONG = f"'query' is longer than {MAX_TEXT_CHARS} characters."
-LIMIT_INVALID = f"'limit' must be an integer from 1 to {RECALL_LIMIT_MAX}."
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
 ABOUT_SPEAKER_MAX = 3  # memories about a known speaker, added beyond ``limit``

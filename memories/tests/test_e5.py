@@ -147,6 +147,7 @@ def test_the_settings_fall_back_in_a_fresh_process_and_embedder_status_says_so(t
     assert message in stderr.getvalue()
 
 
+@pytest.mark.slow
 def test_the_install_step_tries_to_build_the_engine_and_says_what_happens_when_it_cannot(
     cpu_without_avx2, tmp_path, monkeypatch, capsys
 ):
