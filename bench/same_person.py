@@ -52,7 +52,7 @@ def store(people_data, *, room):
     for entry in people_data:
         person, _ = Person.objects.get_or_create(name=entry["name"], defaults={"preferred_language": entry["language"]})
         drafts = [
-            MemoryDraft(
+            MemoryDraft.build(
                 content=fact["text"],
                 provenance=Provenance.EXTRACTED,
                 source=Source.SESSION,
