@@ -80,7 +80,7 @@ def load(limit: int | None, languages: set[str], path: Path = LABELLED, *, long:
 
 def prompt_turns(conversation: dict) -> list:
     """The conversation's turns as the service numbers them ([n] from 1; "A: ..." is the assistant)."""
-    from transcripts.services.extraction import PromptTurn
+    from transcripts.services.extraction.prompt import PromptTurn
 
     turns = []
     for number, turn in enumerate(conversation["turns"], start=1):
@@ -237,13 +237,9 @@ def main() -> None:
     from memories.embedders import get_embedder
     from memories.languages import language_for
     from transcripts.schemas import MalformedAnswer, extraction_parse
-    from transcripts.services.extraction import (
-        extraction_ask,
-        extraction_ground,
-        extraction_max_tokens,
-        item_ruled,
-        prompt_messages,
-    )
+    from transcripts.services.extraction.grounding import extraction_ground
+    from transcripts.services.extraction.prompt import extraction_ask, extraction_max_tokens, prompt_messages
+    from transcripts.services.extraction.rules import item_ruled
 
     max_tokens = args.max_tokens or extraction_max_tokens()  # the server's bound; each request asks for less
     server = None

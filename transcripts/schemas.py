@@ -50,7 +50,7 @@ class _Model(BaseModel):
 
 class AskedItem(_Model):
     """One fact or preference as the model is asked for it: only what the model must judge (the rest comes
-    from rules in code, transcripts.services.extraction)."""
+    from rules in code, transcripts.services.extraction.rules)."""
 
     content: str = Field(min_length=1, max_length=MAX_ITEM_CHARS)
     turns: list[TurnNumber] = Field(

@@ -28,12 +28,12 @@ from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import EXTRACTION_SCHEMA, extraction_parse
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.conversations import conversation_end
-from transcripts.services.extraction import (
+from transcripts.services.extraction.prompt import extraction_max_tokens
+from transcripts.services.extraction.run import (
     RETRY_SCHEDULE,
     conversation_extract,
     conversation_extract_queue,
     conversations_extract_sweep,
-    extraction_max_tokens,
 )
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory
@@ -819,9 +819,9 @@ def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
 
 
 def test_a_long_transcript_is_read_in_windows_that_keep_the_turns_numbers(fake_llm, monkeypatch):
-    from transcripts.services import extraction
+    from transcripts.services.extraction import prompt
 
-    monkeypatch.setattr(extraction, "MAX_TRANSCRIPT_CHARS", 150)
+    monkeypatch.setattr(prompt, "MAX_TRANSCRIPT_CHARS", 150)
     conversation = talk(KEY_FACT, "Der Code für das Gartentor ist 4711.", "Die Katze heißt Minka.")
     fake_llm.reply(asked_answer(facts=[item(KEY_FACT, [1])]))
     fake_llm.reply(asked_answer(facts=[item("Der Code für das Gartentor ist 4711.", [3]), item(KEY_FACT, [1])]))

@@ -14,7 +14,7 @@ from memories.tests.factories import MemoryFactory
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import ExtractionStatus, Turn
-from transcripts.services.extraction import conversation_extract
+from transcripts.services.extraction.run import conversation_extract
 from transcripts.services.redaction import FORGOTTEN_MARKER, redacted
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory

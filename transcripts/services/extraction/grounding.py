@@ -1,0 +1,97 @@
+"""Grounding: an item is kept only when the user turns it cites hold what it says (its numbers and names)."""
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from transcripts.schemas import (
+    Extraction,
+    Rejection,
+    same_saying,
+)
+from transcripts.services.extraction.prompt import EXAMPLE_COPIED, EXAMPLE_SAYINGS, PromptTurn
+from transcripts.services.redaction import FORGOTTEN_MARKER
+
+# Grounding: why an item was dropped (text-free: the path names the item, the rule names turn numbers).
+NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"
+ASSISTANT_ONLY = "cites only the assistant's turns"
+VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
+_DIGITS = re.compile(r"\d+")
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
+
+
+def text_values(text: str) -> set[str]:
+    """The numbers of a text (digit runs, without leading zeros; a run of zeros is none)."""
+    return {run.lstrip("0") for run in _DIGITS.findall(text) if run.strip("0")}
+
+
+def _names_in(text: str, names: list[str]) -> set[str]:
+    folded = text.casefold()
+    return {name for name in names if re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", folded)}
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """What grounding kept and why it dropped the rest."""
+
+    extraction: Extraction  # the grounded items (and the summary, unless it was dropped)
+    ungrounded: list[Rejection]  # text-free reasons of the dropped items
+    grounds: list[tuple[int, ...]]  # per kept item, the ids of the user turns it comes from
+    forgotten: int = 0  # items whose value was forgotten from the transcript (counted as skipped_forgotten)
+    summary: str = ""  # why the summary was dropped: "left_out" (a forgotten value), "ungrounded"; "" kept
+
+
+def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names: list[str]) -> Grounding:
+    """Keep the items grounded in what a person said: the kept ones with the ids of their turns, the dropped
+    ones' reasons (text-free).
+
+    An item's cited turns must exist and hold a user turn; every number in it (a resolved YYYY-MM-DD date
+    aside) and every household member's name must appear in the cited user turns (a name also as one of
+    their speakers). An item that cites no turn is checked against every user turn. A value that is not
+    there because it was forgotten (the turn holds the marker) counts as forgotten, and the summary, held
+    to the same values against all user turns, is then left out.
+    """
+    by_number = {turn.number: turn for turn in turns}
+    users = [turn for turn in turns if turn.role == "user"]
+    kept, grounds, dropped = [], [], []
+    forgotten = 0
+    for index, item in enumerate(extraction.items):
+        path = f"answer.items[{index}]"
+        missing = [n for n in item.turns if n not in by_number]
+        if missing:
+            dropped.append(Rejection(path=path, rule=NO_SUCH_TURN.format(n=missing[0])))
+            continue
+        cited = [by_number[n] for n in item.turns] if item.turns else users
+        said = [turn for turn in cited if turn.role == "user"]
+        if not said:
+            dropped.append(Rejection(path=path, rule=ASSISTANT_ONLY))
+            continue
+        if same_saying(item.content) in EXAMPLE_SAYINGS:  # a small model copies the prompt's example
+            dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
+            continue
+        if not _heard(item.content, said, names):
+            if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in said):
+                forgotten += 1
+            else:
+                dropped.append(Rejection(path=path, rule=VALUE_NOT_SAID))
+            continue
+        kept.append(item)
+        grounds.append(tuple(turn.pk for turn in said))
+    summary, why = extraction.summary, ""
+    if summary is not None and same_saying(summary.content) in EXAMPLE_SAYINGS:
+        summary, why = None, "ungrounded"
+    elif summary is not None and not _heard(summary.content, users, names):
+        unheard_forgotten = forgotten or any(FORGOTTEN_MARKER in turn.text.casefold() for turn in users)
+        summary, why = None, "left_out" if unheard_forgotten else "ungrounded"
+    grounded = dataclasses.replace(extraction, items=kept, summary=summary)
+    return Grounding(grounded, dropped, grounds, forgotten, why)
+
+
+def _heard(content: str, said: list[PromptTurn], names: list[str]) -> bool:
+    """Whether every number (a resolved YYYY-MM-DD date aside) and household name of ``content`` is in ``said``."""
+    heard = "\n".join(turn.text for turn in said)
+    if text_values(_ISO_DATE.sub(" ", content)) - text_values(heard):
+        return False
+    speakers = {turn.speaker.casefold() for turn in said}
+    unheard = _names_in(content, names) - _names_in(heard, names)
+    return all(name.casefold() in speakers for name in unheard)
