@@ -52,6 +52,9 @@ sys.path.insert(0, str(ROOT))
 LABELLED = ROOT / "bench" / "data" / "extraction_labelled.json"
 LANGUAGES = ("de", "it", "en", "es")
 NUMBER = re.compile(r"\d+")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+LONG_TURNS = 10
+SUPERSEDED = ("forgotten", "superseded", "corrected")  # a must_not of these kinds is a value that was replaced
 
 
 def setup_django() -> None:
@@ -63,10 +66,16 @@ def setup_django() -> None:
     django.setup()
 
 
-def load(limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False) -> list[dict]:
+def is_long(conversation: dict) -> bool:
+    return "-long-" in conversation["id"] or len(conversation["turns"]) >= LONG_TURNS
+
+
+def load(
+    limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False, short: bool = False
+) -> list[dict]:
     conversations = [c for c in json.loads(path.read_text())["conversations"] if c["language"] in languages]
-    if long:  # only the long ones (14 turns, two people, a corrected value)
-        conversations = [c for c in conversations if "-long-" in c["id"]]
+    if long or short:  # only the long ones (10 turns or more, two or three people, a corrected value), or the rest
+        conversations = [c for c in conversations if is_long(c) == long]
     if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
         seen: Counter = Counter()
         kept = []
@@ -86,14 +95,11 @@ def prompt_turns(conversation: dict) -> list:
     for number, turn in enumerate(conversation["turns"], start=1):
         who, text = turn.split(": ", 1)
         role = "assistant" if who == "A" else "user"
+        speaker = "assistant" if who == "A" else who
         turns.append(
-            PromptTurn(number=number, pk=number, role=role, text=text, speaker="assistant" if who == "A" else who)
+            PromptTurn(number=number, pk=number, role=role, text=text, speaker=speaker, time=f"09:{number:02d}")
         )
     return turns
-
-
-def transcript_lines(conversation: dict) -> list[str]:
-    return [f"[{t.number}] 09:{t.number:02d} {t.speaker} ({t.role}): {t.text}" for t in prompt_turns(conversation)]
 
 
 def perfect_answer(conversation: dict) -> str:
@@ -156,10 +162,23 @@ def match(expected: list[dict], stored: list, similarity: np.ndarray, threshold:
     return pairs
 
 
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def distractor_stored(distractor: dict, stored_text: str, similarity: float, threshold: float) -> bool:
+    """A must-not item is stored when an item means it and holds its numbers (a corrected code in place of the
+    old one means the same but is not the distractor)."""
+    return similarity >= threshold and numbers(distractor["c"]) <= numbers(stored_text)
+
+
 class Tally:
     def __init__(self):
         self.expected = self.stored = self.matched = 0
         self.guess_ok = self.scope_ok = self.about_ok = self.language_ok = 0
+        self.dated = self.dated_ok = 0  # expected items with a resolved date; of them, matched (the date right)
+        self.tokens = 0
+        self.llm_seconds = 0.0
         self.distractors: Counter = Counter()
         self.failed = self.ungrounded = self.repeats = 0
         self.seconds: list[float] = []
@@ -174,9 +193,10 @@ class Tally:
         return (
             f"{name:>5}: precision {p:.2f} ({self.matched}/{self.stored})  recall {r:.2f} ({self.matched}/{self.expected})"
             f"  F1 {f1:.2f}  guess {self.guess_ok / m:.2f}  scope {self.scope_ok / m:.2f}"
-            f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}  distractors stored: {distractors}"
+            f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}"
+            f"  dates {self.dated_ok}/{self.dated}  distractors stored: {distractors}"
             f"  failed {self.failed}  ungrounded {self.ungrounded}  repeats {self.repeats}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
-            f" max {max(self.seconds or [0]):.1f}"
+            f" p95 {percentile(self.seconds, 95):.1f}  tokens/s {self.tokens / self.llm_seconds if self.llm_seconds else 0:.1f}"
         )
 
 
@@ -189,11 +209,15 @@ def free_port() -> int:
 def serve_gguf(path: Path, *, threads: int, context: int, max_tokens: int) -> tuple[subprocess.Popen, str]:
     """The embedded model's server (justai_memory.serving.embedded_model.serve) on a free loopback port; its base URL."""
     port = free_port()
+    from justai_core.ai_router import embedded_api_key
+
     code = (
-        "from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
-        f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens})"
+        "import os; from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
+        f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens}, "
+        "api_key=os.environ['BENCH_MODEL_KEY'])"
     )
-    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "BENCH_MODEL_KEY": embedded_api_key()}  # the service's key: the server takes no other
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -223,6 +247,10 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--long", action="store_true", help="only the long conversations (ids *-long-*)")
+    parser.add_argument("--short", action="store_true", help="only the short conversations")
+    parser.add_argument(
+        "--window", type=int, default=None, help="user turns a question (0: whole; default: the setting)"
+    )
     parser.add_argument("--set", type=Path, default=LABELLED, help="another labelled set in the same form")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
@@ -238,8 +266,9 @@ def main() -> None:
     from memories.languages import language_for
     from transcripts.schemas import MalformedAnswer, extraction_parse
     from transcripts.services.extraction.grounding import extraction_ground
-    from transcripts.services.extraction.prompt import extraction_ask, extraction_max_tokens, prompt_messages
-    from transcripts.services.extraction.rules import item_ruled
+    from transcripts.services.extraction.prompt import extraction_max_tokens, transcript_max_chars
+    from transcripts.services.extraction.rules import Said, item_ruled
+    from transcripts.services.extraction.windows import Header, turns_ask
 
     max_tokens = args.max_tokens or extraction_max_tokens()  # the server's bound; each request asks for less
     server = None
@@ -256,7 +285,7 @@ def main() -> None:
     if not args.perfect:
         provider = ai_router.Provider(
             role="memory",
-            name="custom",
+            name="embedded" if server is not None else "custom",  # the served GGUF gets what the service sends it
             base_url=base_url,
             model=args.model,
             api_key_env=args.api_key_env,
@@ -268,7 +297,7 @@ def main() -> None:
     embedder = get_embedder()
     threshold = embedder.thresholds.tombstone
     languages = frozenset({*LANGUAGES, *embedder.languages})
-    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long)
+    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long, short=args.short)
     tallies: dict[str, Tally] = defaultdict(Tally)
     print(
         f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
@@ -277,31 +306,31 @@ def main() -> None:
     try:
         for conversation in conversations:
             lang = conversation["language"]
-            messages = prompt_messages(
-                date=dt.date.fromisoformat(conversation["date"]),
-                language=lang,
-                room=conversation["room"],
-                speaker=conversation["speaker"],
-                lines=transcript_lines(conversation),
-            )
+            date = dt.date.fromisoformat(conversation["date"])
+            header = Header(date=date, language=lang, room=conversation["room"], speaker=conversation["speaker"])
             started = time.perf_counter()
             turns = prompt_turns(conversation)
             user_chars = sum(len(t.text) for t in turns if t.role == "user")
+            asked = ai_router.Answer()
+            max_chars = transcript_max_chars(provider, extraction_max_tokens(user_chars)) if provider else 0
             try:
                 if args.perfect:
                     extraction = extraction_parse(text=perfect_answer(conversation))
-                else:  # as the service asks: streamed, bounded by what was said, stopped at a repeat
-                    extraction = extraction_ask(provider=provider, messages=messages, user_chars=user_chars)
+                else:  # as the service asks: in windows, streamed, bounded by what was said, stopped at a loop
+                    extraction = turns_ask(
+                        provider, turns, header=header, max_chars=max_chars, answer=asked, user_turns=args.window
+                    )
                 speakers = sorted({t.speaker for t in turns if t.role == "user"})
-                grounding = extraction_ground(extraction, turns, names=speakers)
+                said = Said(turns=turns, today=date, language=lang)
+                grounding = extraction_ground(extraction, turns, names=speakers, said=said)
                 stored = [item_ruled(i, speaker=conversation["speaker"]) for i in grounding.extraction.items]
                 note = extraction.note
-                for key in ("all", lang):
+                for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].ungrounded += len(grounding.ungrounded)
                     tallies[key].repeats += extraction.repeats
             except (ai_router.AIRouterError, MalformedAnswer) as exc:
                 stored, note = [], f"failed: {str(exc)[:60]}"
-                for key in ("all", lang):
+                for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].failed += 1
             seconds = time.perf_counter() - started
             expected = conversation["expected"]
@@ -325,10 +354,17 @@ def main() -> None:
             hits = Counter()
             if len(texts_s):
                 for d, row in enumerate(vd @ vs.T):
-                    if row.max() >= threshold:
-                        hits[conversation["must_not"][d]["t"]] += 1
-            for key in ("all", lang):
+                    distractor = conversation["must_not"][d]
+                    if any(
+                        distractor_stored(distractor, stored[j].content, row[j], threshold) for j in range(len(stored))
+                    ):
+                        hits["superseded" if distractor["t"] in SUPERSEDED else distractor["t"]] += 1
+            for key in ("all", lang, "long" if is_long(conversation) else "short"):
                 t = tallies[key]
+                t.tokens += asked.tokens
+                t.llm_seconds += asked.seconds
+                t.dated += sum(any(ISO_DATE.match(v) for v in e["v"]) for e in expected)
+                t.dated_ok += sum(any(ISO_DATE.match(v) for v in expected[i]["v"]) for i, _ in pairs)
                 t.expected += len(expected)
                 t.stored += len(stored)
                 t.matched += len(pairs)
@@ -360,7 +396,10 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
     print()
-    for key in ("all", *LANGUAGES):
+    print(
+        f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min) on {os.cpu_count()} cores"
+    )
+    for key in ("all", "long", "short", *LANGUAGES):
         if key in tallies:
             print(tallies[key].line(key))
     if tallies["all"].notes:

@@ -126,8 +126,9 @@ def free_loopback_port() -> int:
         return probe.getsockname()[1]
 
 
-def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int) -> None:
-    """Load the model and serve it on 127.0.0.1:``port`` until SIGTERM (the server runs in llama.cpp's threads)."""
+def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int, api_key: str) -> None:
+    """Load the model and serve it on 127.0.0.1:``port`` until SIGTERM (the server runs in llama.cpp's threads),
+    to requests that carry ``api_key`` only, and to no web page of another origin (CORS: its own origin only)."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -135,6 +136,8 @@ def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int)
     params.model_alias = "default"  # the embedded preset's model name
     params.hostnames = ["127.0.0.1"]
     params.port = port
+    params.api_keys = [api_key]
+    params.cors_origins = f"http://127.0.0.1:{port}"
     params.n_ctx = context
     params.n_predict = max_tokens  # a bound on every answer, whatever a request asks
     params.n_parallel = 1
@@ -157,7 +160,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from justai_core.ai_router import provider_for
+    from justai_core.ai_router import embedded_api_key, provider_for
 
     try:
         server_available()
@@ -171,6 +174,7 @@ def main() -> None:
         threads=settings.AI_EMBEDDED_THREADS,
         context=settings.AI_EMBEDDED_CONTEXT,
         max_tokens=settings.AI_MEMORY_MAX_TOKENS,
+        api_key=embedded_api_key(),
     )
 
 

@@ -10,19 +10,17 @@ from transcripts.schemas import (
     same_saying,
 )
 from transcripts.services.extraction.prompt import EXAMPLE_COPIED, EXAMPLE_SAYINGS, PromptTurn
+from transcripts.services.extraction.rules import Said, extraction_said
+from transcripts.services.extraction.words import content_words, digits_read, text_values
 from transcripts.services.redaction import FORGOTTEN_MARKER
 
 # Grounding: why an item was dropped (text-free: the path names the item, the rule names turn numbers).
 NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"
 ASSISTANT_ONLY = "cites only the assistant's turns"
 VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
-_DIGITS = re.compile(r"\d+")
+EXAMPLE_SHARE = 0.6  # of the words of an item and an example together: a near-copy
+SUMMARY_TURNS = 3
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
-
-
-def text_values(text: str) -> set[str]:
-    """The numbers of a text (digit runs, without leading zeros; a run of zeros is none)."""
-    return {run.lstrip("0") for run in _DIGITS.findall(text) if run.strip("0")}
 
 
 def _names_in(text: str, names: list[str]) -> set[str]:
@@ -39,21 +37,25 @@ class Grounding:
     grounds: list[tuple[int, ...]]  # per kept item, the ids of the user turns it comes from
     forgotten: int = 0  # items whose value was forgotten from the transcript (counted as skipped_forgotten)
     summary: str = ""  # why the summary was dropped: "left_out" (a forgotten value), "ungrounded"; "" kept
+    summary_grounds: tuple[int, ...] = ()  # the ids of the user turns the summary draws on most
 
 
-def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names: list[str]) -> Grounding:
+def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names: list[str], said: Said) -> Grounding:
     """Keep the items grounded in what a person said: the kept ones with the ids of their turns, the dropped
     ones' reasons (text-free).
 
-    An item's cited turns must exist and hold a user turn; every number in it (a resolved YYYY-MM-DD date
-    aside) and every household member's name must appear in the cited user turns (a name also as one of
-    their speakers). An item that cites no turn is checked against every user turn. A value that is not
-    there because it was forgotten (the turn holds the marker) counts as forgotten, and the summary, held
-    to the same values against all user turns, is then left out.
+    The conversation's rules come first (``extraction_said``: corrections, dates, who, private, and the items a
+    person asked not to keep, questions, gossip). Then an item's cited turns must exist and hold a user turn;
+    every number in it (a resolved YYYY-MM-DD date aside; numbers said in words count as digits) and every
+    household member's name must appear in the cited user turns (a name also as one of their speakers). An
+    item that cites no turn is checked against every user turn. A value that is not there because it was
+    forgotten (the turn holds the marker) counts as forgotten, and the summary, held to the same values
+    against all user turns, is then left out.
     """
+    extraction, dropped = extraction_said(extraction, said, names=names)
     by_number = {turn.number: turn for turn in turns}
     users = [turn for turn in turns if turn.role == "user"]
-    kept, grounds, dropped = [], [], []
+    kept, grounds = [], []
     forgotten = 0
     for index, item in enumerate(extraction.items):
         path = f"answer.items[{index}]"
@@ -62,36 +64,62 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
             dropped.append(Rejection(path=path, rule=NO_SUCH_TURN.format(n=missing[0])))
             continue
         cited = [by_number[n] for n in item.turns] if item.turns else users
-        said = [turn for turn in cited if turn.role == "user"]
-        if not said:
+        heard = [turn for turn in cited if turn.role == "user"]
+        if not heard:
             dropped.append(Rejection(path=path, rule=ASSISTANT_ONLY))
             continue
-        if same_saying(item.content) in EXAMPLE_SAYINGS:  # a small model copies the prompt's example
+        if copies_example(item.content, users):  # a small model copies the prompt's example
             dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
             continue
-        if not _heard(item.content, said, names):
-            if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in said):
+        if not _heard(item.content, heard, names):
+            if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in heard):
                 forgotten += 1
             else:
                 dropped.append(Rejection(path=path, rule=VALUE_NOT_SAID))
             continue
         kept.append(item)
-        grounds.append(tuple(turn.pk for turn in said))
+        grounds.append(tuple(turn.pk for turn in heard))
     summary, why = extraction.summary, ""
-    if summary is not None and same_saying(summary.content) in EXAMPLE_SAYINGS:
+    if summary is not None and copies_example(summary.content, users):
         summary, why = None, "ungrounded"
     elif summary is not None and not _heard(summary.content, users, names):
         unheard_forgotten = forgotten or any(FORGOTTEN_MARKER in turn.text.casefold() for turn in users)
         summary, why = None, "left_out" if unheard_forgotten else "ungrounded"
+    summary_grounds = _closest_turns(summary.content, users) if summary is not None else ()
     grounded = dataclasses.replace(extraction, items=kept, summary=summary)
-    return Grounding(grounded, dropped, grounds, forgotten, why)
+    return Grounding(grounded, dropped, grounds, forgotten, why, summary_grounds)
 
 
 def _heard(content: str, said: list[PromptTurn], names: list[str]) -> bool:
     """Whether every number (a resolved YYYY-MM-DD date aside) and household name of ``content`` is in ``said``."""
-    heard = "\n".join(turn.text for turn in said)
+    heard = digits_read("\n".join(turn.text for turn in said))
     if text_values(_ISO_DATE.sub(" ", content)) - text_values(heard):
         return False
     speakers = {turn.speaker.casefold() for turn in said}
     unheard = _names_in(content, names) - _names_in(heard, names)
     return all(name.casefold() in speakers for name in unheard)
+
+
+def copies_example(content: str, users: list[PromptTurn]) -> bool:
+    """Whether ``content`` says what a worked example says, word for word or nearly (most of its words, and some
+    word nobody in the conversation said): a small model copies the prompt's example."""
+    saying = same_saying(content)
+    if saying in EXAMPLE_SAYINGS:
+        return True
+    words = set(saying.split())
+    said = content_words("\n".join(turn.text for turn in users))
+    for example in EXAMPLE_SAYINGS:
+        shared = words & set(example.split())
+        if len(shared) >= EXAMPLE_SHARE * len(words | set(example.split())) and content_words(" ".join(shared)) - said:
+            return True
+    return False
+
+
+def _closest_turns(content: str, users: list[PromptTurn]) -> tuple[int, ...]:
+    """The ids of the user turns a summary draws on most (the most content words in common), at most SUMMARY_TURNS."""
+    words = content_words(digits_read(content)) | text_values(content)
+    scored = [
+        (len(words & (content_words(turn.text) | text_values(digits_read(turn.text)))), -turn.number, turn.pk)
+        for turn in users
+    ]
+    return tuple(pk for shared, _, pk in sorted(scored, reverse=True)[:SUMMARY_TURNS] if shared)

@@ -34,7 +34,11 @@ ANSWER_TOKENS = 200
 ANSWER_TOKENS_PER_USER_CHAR = 2.0
 USER_CHARS_PER_ITEM = 30
 MIN_ITEM_BOUND = 3
-STOPPED = "stopped at a repeat: {n} items kept"  # a streamed answer ended at its first repeated item (or too many)
+STOPPED = "stopped at a loop: {n} items kept"  # a streamed answer ended where it loops (or holds too many items)
+# A small model that loops writes the same item again and again: a mild penalty on what it just wrote (llama.cpp's
+# default window of 64 tokens) breaks the loop without keeping it from restating a code it read.
+REPEAT_PENALTY = 1.1
+FREQUENCY_PENALTY = 0.3
 
 SYSTEM_PROMPT = """\
 You extract long-term memories for a household assistant from one conversation.
@@ -46,10 +50,11 @@ Rules:
 - facts: lasting facts worth remembering (where things are, codes, appointments, names, relations,
   household routines). preferences: likes, dislikes, habits, how someone wants to be treated.
 - Only what a person said in a user turn. Not what only the assistant said or suggested, not
-  questions, not small talk, not hypotheticals.
+  questions, not small talk (weather, greetings), not hypotheticals ("if we had ..."), not
+  gossip about someone's health or relationships, nothing a person asked not to remember.
 - turns: the numbers [N] of the user turns that say it. Every number, date, name and code in the
   content must appear in those turns. When a person corrects a value, keep only the corrected one.
-- Each thing once: never repeat an item.
+- Each thing once: never repeat an item, not as a fact and again as a preference.
 - inferred: false for what a person said or confirmed; true for what you only conclude (a guess).
 - about: the name of the person the item is about; "" when it is about the household.
 - Write every content as one self-contained sentence in the language it was said in (mostly
@@ -112,6 +117,7 @@ class PromptTurn:
     role: str
     text: str
     speaker: str
+    time: str = ""  # HH:MM, local time
 
 
 def extraction_max_tokens(user_chars: int | None = None) -> int:
@@ -156,6 +162,7 @@ def extraction_ask(
         max_tokens=extraction_max_tokens(user_chars),
         stop_when=functools.partial(answer_should_stop, max_items=extraction_max_items(user_chars)),
         answer=answer,
+        extra=penalty_for(provider),
     )
     extraction = extraction_parse(text=text)
     if answer.stopped:
@@ -164,9 +171,17 @@ def extraction_ask(
 
 
 def prompt_messages(
-    *, date, language: str, room: str, speaker: str, lines: list[str], max_chars: int = MAX_TRANSCRIPT_CHARS
+    *,
+    date,
+    language: str,
+    room: str,
+    speaker: str,
+    lines: list[str],
+    max_chars: int = MAX_TRANSCRIPT_CHARS,
+    noted: tuple[str, ...] = (),
 ) -> list[dict]:
-    """The system rules and the transcript lines ("[n] HH:MM who (role): text"), with the speaker, room and date.
+    """The system rules and the transcript lines ("[n] HH:MM who (role): text"), with the speaker, room and date,
+    and what earlier windows of the conversation found (``noted``: not to be written again).
 
     The one place the extraction prompt is built (the service and bench/extraction_quality.py).
     """
@@ -184,6 +199,10 @@ def prompt_messages(
         f'Conversation of {date.isoformat()} ({date:%A}) in the room "{room}".\n'
         f"Speaker: {speaker}.\nLanguage: {language}.\n\nTranscript:\n{transcript}"
     )
+    if noted:
+        user += "\n\nAlready noted from the earlier turns (do not write these again):\n" + "\n".join(
+            f"- {content}" for content in noted
+        )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -196,20 +215,23 @@ def prompt_turns(conversation: Conversation) -> list[PromptTurn]:
             role=turn.role,
             text=turn.text,
             speaker=turn.speaker.name if turn.speaker else ("unknown person" if turn.role == "user" else "assistant"),
+            time=f"{timezone.localtime(turn.created_at):%H:%M}",
         )
         for number, turn in enumerate(transcript_turns(conversation=conversation), start=1)
     ]
 
 
-def conversation_prompt(conversation: Conversation, turns: list[PromptTurn], *, max_chars: int = MAX_TRANSCRIPT_CHARS):
-    """The prompt of a stored conversation (``prompt_messages``), its turns numbered."""
-    times = {turn.pk: turn.created_at for turn in transcript_turns(conversation=conversation)}
-    lines = [f"[{t.number}] {timezone.localtime(times[t.pk]):%H:%M} {t.speaker} ({t.role}): {t.text}" for t in turns]
-    return prompt_messages(
-        date=timezone.localtime(conversation.started_at).date(),
-        language=conversation.language,
-        room=conversation.room.name,
-        speaker=conversation.speaker.name if conversation.speaker else "unknown",
-        lines=lines,
-        max_chars=max_chars,
-    )
+def transcript_lines(turns: list[PromptTurn]) -> list[str]:
+    """The prompt's lines of ``turns``: "[n] HH:MM who (role): text"."""
+    return [f"[{t.number}] {t.time} {t.speaker} ({t.role}): {t.text}" for t in turns]
+
+
+def penalty_for(provider: ai_router.Provider) -> dict:
+    """The repetition penalty in the field the provider's server takes: llama.cpp's ``repeat_penalty`` (its
+    servers: embedded, llamacpp), the OpenAI field ``frequency_penalty`` for Ollama; none for the rest (a
+    cloud model does not loop, and a field a server does not know may be refused)."""
+    if provider.name in ("embedded", "llamacpp"):
+        return {"repeat_penalty": REPEAT_PENALTY}
+    if provider.name == "ollama":
+        return {"frequency_penalty": FREQUENCY_PENALTY}
+    return {}

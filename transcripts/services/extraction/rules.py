@@ -1,12 +1,27 @@
-"""The rules that fill in what the model is not asked (scope, about the speaker, confidence, importance)."""
+"""The rules code applies to an answer: what the model is not asked (scope, about the speaker, confidence,
+importance), and what code reads reliably from the turns (``extraction_said``): corrected values, resolved
+dates, who said it, a private request, a request not to remember, a question, gossip, a text that loops."""
 
 import dataclasses
+import datetime as dt
+import functools
+import re
+from dataclasses import dataclass
 
 from memories.models import Kind, Scope
-from transcripts.schemas import (
-    ExtractedItem,
+from transcripts.schemas import ExtractedItem, Extraction, Rejection, same_saying
+from transcripts.services.extraction.corrections import corrected, superseded_values
+from transcripts.services.extraction.dates import dates_resolved
+from transcripts.services.extraction.phrases import (
+    PRIVATE,
+    is_question,
+    says_do_not_remember,
+    says_first_person,
+    says_gossip,
+    says_private,
 )
-from transcripts.services.extraction.grounding import text_values
+from transcripts.services.extraction.prompt import PromptTurn
+from transcripts.services.extraction.words import content_words, digits_read, text_values
 
 # The rules that fill in what the model is not asked (an answer that gives them anyway is used where valid).
 STATED_CONFIDENCE = 0.9
@@ -40,3 +55,180 @@ def item_ruled(item: ExtractedItem, *, speaker: str | None) -> ExtractedItem:
     return dataclasses.replace(
         item, about_speaker=about_speaker, scope=scope, confidence=confidence, importance=importance
     )
+
+
+# Why the rules dropped an item (text-free).
+ASKED_NOT_TO_REMEMBER = "a person asked not to remember it"
+QUESTION_ONLY = "cites only questions"
+GOSSIP = "hearsay about another person's private life"
+PRIVATE_REQUEST_MAX_WORDS = 4  # a turn that only says "keep this between us" covers the speaker's turn before
+
+
+@dataclass(frozen=True)
+class Said:
+    """What the rules read an answer against: the numbered turns, the conversation's date and language."""
+
+    turns: list[PromptTurn]
+    today: dt.date
+    language: str
+
+    @functools.cached_property
+    def users(self) -> list[PromptTurn]:
+        return [turn for turn in self.turns if turn.role == "user"]
+
+    @functools.cached_property
+    def superseded(self) -> dict[str, str]:
+        return superseded_values(self.turns)
+
+    @functools.cached_property
+    def private_turns(self) -> set[int]:
+        """The user turns a private request covers: its own and, when it says little else, its speaker's turn before."""
+        covered: set[int] = set()
+        for index, turn in enumerate(self.users):
+            if not says_private(turn.text):
+                continue
+            covered.add(turn.number)
+            rest = content_words(PRIVATE.sub(" ", turn.text))
+            before = [t for t in self.users[:index] if t.speaker == turn.speaker]
+            if before and len(rest) <= PRIVATE_REQUEST_MAX_WORDS:
+                covered.add(before[-1].number)
+        return covered
+
+    @functools.cached_property
+    def unremembered_turns(self) -> set[int]:
+        """The user turns a person asked not to remember: the request's own and its speaker's turn before."""
+        covered: set[int] = set()
+        for index, turn in enumerate(self.users):
+            if says_do_not_remember(turn.text):
+                covered.add(turn.number)
+                before = [t for t in self.users[:index] if t.speaker == turn.speaker]
+                if before:
+                    covered.add(before[-1].number)
+        return covered
+
+    def cited(self, item: ExtractedItem) -> list[PromptTurn]:
+        """The user turns an item cites (none when it cites none: the rules that read a turn then do not apply)."""
+        numbers = set(item.turns)
+        return [turn for turn in self.users if turn.number in numbers]
+
+
+def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) -> str:
+    """Why the rules drop an item ("" when they keep it)."""
+    if any(turn.number in said.unremembered_turns for turn in cited):
+        return ASKED_NOT_TO_REMEMBER
+    if cited and all(is_question(turn.text) for turn in cited):
+        return QUESTION_ONLY
+    if cited and all(says_gossip(turn.text) for turn in cited):
+        return GOSSIP
+    return ""
+
+
+def _recited(item: ExtractedItem, said: Said) -> ExtractedItem:
+    """An item that cites only the assistant's echo of a number ("Noted: 5892") cites the user turns that said it."""
+    numbers = set(item.turns)
+    cited = [turn for turn in said.turns if turn.number in numbers]
+    values = text_values(item.content)
+    if not cited or any(turn.role == "user" for turn in cited) or not values:
+        return item
+    holding = [turn for turn in said.users if values <= text_values(digits_read(turn.text))]
+    return dataclasses.replace(item, turns=(holding[-1].number,)) if holding else item
+
+
+def _with_correction(item: ExtractedItem, said: Said) -> ExtractedItem:
+    """The later of a value and its correction: the item says the corrected value and cites the turn that said it."""
+    content = corrected(item.content, said.superseded)
+    if content == item.content:
+        return item
+    new = text_values(content) - text_values(item.content)
+    sayers = [turn.number for turn in said.users if new and new <= text_values(digits_read(turn.text))]
+    turns = tuple(dict.fromkeys([*item.turns, *sayers[-1:]]))
+    return dataclasses.replace(item, content=content, turns=turns)
+
+
+def _who(item: ExtractedItem, cited: list[PromptTurn], names: list[str]) -> ExtractedItem:
+    """The person of an item: the one who said it (its cited turns' one speaker); first person becomes that name, and
+    a household name the cited turns neither say nor speak is the speaker's (a dislike given to the wrong person)."""
+    speakers = {turn.speaker for turn in cited}
+    if len(speakers) != 1:
+        return item
+    [speaker] = speakers
+    content, about = item.content, item.about
+    heard = digits_read("\n".join(turn.text for turn in cited)).casefold()
+    named = [n for n in names if re.search(rf"(?<!\w){re.escape(n.casefold())}(?!\w)", content.casefold())]
+    wrong = [n for n in named if n.casefold() != speaker.casefold() and n.casefold() not in heard]
+    if len(wrong) == 1 and speaker not in named and says_first_person(heard):
+        content = re.sub(rf"(?<!\w){re.escape(wrong[0])}(?!\w)", speaker, content, flags=re.IGNORECASE)
+        about = speaker
+    elif says_first_person(content) and speaker.casefold() not in content.casefold():
+        content, about = f"{speaker}: {content}", speaker
+    if about.casefold() == speaker.casefold() or (not about and says_first_person(heard) and speaker in content):
+        about = speaker
+    return dataclasses.replace(item, content=content, about=about, speaker=speaker)
+
+
+def _private(item: ExtractedItem, cited: list[PromptTurn], said: Said) -> ExtractedItem:
+    """What a person asked to keep to themselves is private to them."""
+    if item.speaker and any(turn.number in said.private_turns for turn in cited):
+        return dataclasses.replace(item, scope=Scope.PRIVATE)
+    return item
+
+
+def item_said(item: ExtractedItem, said: Said, *, names: list[str]) -> tuple[ExtractedItem | None, str]:
+    """One item under the conversation's rules: the item as it is to be stored, or None and why it is dropped."""
+    item = _recited(item, said)
+    cited = said.cited(item)
+    if reason := _dropped_by_rules(item, cited, said):
+        return None, reason
+    item = _with_correction(item, said)
+    cited = said.cited(item)
+    heard = "\n".join(turn.text for turn in cited or said.users)
+    content = unrepeated(dates_resolved(item.content, said=heard, today=said.today, language=said.language))
+    item = _who(dataclasses.replace(item, content=content), cited, names)
+    return _private(item, cited, said), ""
+
+
+def summary_said(summary: ExtractedItem | None, said: Said) -> ExtractedItem | None:
+    """The summary under the same rules: corrected values, resolved dates, no loop (None when nothing is left)."""
+    if summary is None:
+        return None
+    heard = "\n".join(turn.text for turn in said.users)
+    content = corrected(summary.content, said.superseded)
+    content = unrepeated(dates_resolved(content, said=heard, today=said.today, language=said.language))
+    return dataclasses.replace(summary, content=content) if content else None
+
+
+def extraction_said(extraction: Extraction, said: Said, *, names: list[str]) -> tuple[Extraction, list[Rejection]]:
+    """An answer under the conversation's rules: the items kept (rewritten where the rules say so), and why the
+    others were dropped (text-free). Items that now say the same thing are kept once."""
+    kept: list[ExtractedItem] = []
+    dropped: list[Rejection] = []
+    sayings: set[str] = set()
+    repeats = extraction.repeats
+    for index, item in enumerate(extraction.items):
+        ruled, reason = item_said(item, said, names=names)
+        if ruled is None:
+            dropped.append(Rejection(path=f"answer.items[{index}]", rule=reason))
+        elif same_saying(ruled.content) in sayings:
+            repeats += 1
+        else:
+            sayings.add(same_saying(ruled.content))
+            kept.append(ruled)
+    summary = summary_said(extraction.summary, said)
+    return dataclasses.replace(extraction, items=kept, summary=summary, repeats=repeats), dropped
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+_LOOP = re.compile(
+    r"(.{6,200}?)(?:\W*\1){2,}", re.DOTALL
+)  # a phrase said three times over (bounded: no backtracking blow-up)
+
+
+def unrepeated(text: str) -> str:
+    """A text that repeats itself cut to what it says once: each sentence once, a phrase said three times over once."""
+    text = _LOOP.sub(r"\1", text)
+    sentences, seen = [], set()
+    for sentence in _SENTENCE_END.split(text.strip()):
+        if (saying := same_saying(sentence)) and saying not in seen:
+            seen.add(saying)
+            sentences.append(sentence)
+    return " ".join(sentences)

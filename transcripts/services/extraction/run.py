@@ -33,8 +33,9 @@ from transcripts.selectors import (
 )
 from transcripts.services.extraction.grounding import extraction_ground
 from transcripts.services.extraction.prompt import PromptTurn, extraction_max_tokens, prompt_turns, transcript_max_chars
+from transcripts.services.extraction.rules import Said
 from transcripts.services.extraction.store import extraction_store
-from transcripts.services.extraction.windows import windows_ask
+from transcripts.services.extraction.windows import Header, turns_ask
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +175,10 @@ def _store(run: _Run, extraction: Extraction, llm_ms: int, turns: list[PromptTur
                 return _finish(conversation, ExtractionStatus.BLOCKED)
             started = time.perf_counter()
             names = list(Person.objects.values_list("name", flat=True))
-            grounding = extraction_ground(extraction, turns, names=names)
+            said = Said(
+                turns=turns, today=timezone.localtime(conversation.started_at).date(), language=conversation.language
+            )
+            grounding = extraction_ground(extraction, turns, names=names, said=said)
             stats = extraction_store(conversation=conversation, extraction=extraction, grounding=grounding)
             stats.update(
                 run.stats,
@@ -212,7 +216,13 @@ def conversation_extract(*, conversation_id: int) -> Conversation | None:
         try:
             max_chars = transcript_max_chars(run.provider, extraction_max_tokens(user_chars))
             turns = prompt_turns(conversation)
-            extraction = windows_ask(run.provider, conversation, turns, max_chars=max_chars, answer=answer)
+            header = Header(
+                date=timezone.localtime(conversation.started_at).date(),
+                language=conversation.language,
+                room=conversation.room.name,
+                speaker=conversation.speaker.name if conversation.speaker else "unknown",
+            )
+            extraction = turns_ask(run.provider, turns, header=header, max_chars=max_chars, answer=answer)
         except ai_router.ProviderUnreachable as exc:
             return _wait(conversation_id, str(exc))
         except (ai_router.AIRouterError, ImproperlyConfigured, MalformedAnswer) as exc:

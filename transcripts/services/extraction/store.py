@@ -2,10 +2,11 @@
 
 from memories.actors import Actor
 from memories.languages import detection_languages
-from memories.models import Provenance, Scope, Source
+from memories.models import Memory, Provenance, Scope, Source
 from memories.services.embeddings import active_embedder
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
-from transcripts.models import Conversation
+from people.models import Person
+from transcripts.models import Conversation, Turn
 from transcripts.schemas import (
     ExtractedItem,
     Extraction,
@@ -18,8 +19,11 @@ ACTOR = Actor.job("memory.extract")
 MAX_REJECTIONS_KEPT = 20  # per conversation, in its stats (the count is complete)
 
 
-def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset[str]) -> MemoryDraft:
-    """An extracted item as a memory draft: a guess is ``inferred``; an unknown speaker's items are all shared.
+def _draft(
+    item: ExtractedItem, conversation: Conversation, languages: frozenset[str], people: dict | None = None
+) -> MemoryDraft:
+    """An extracted item as a memory draft: a guess is ``inferred``; an unknown speaker's items are all shared,
+    except what a known person asked to keep to themselves (private to that person, whoever the speaker is).
 
     Its language is the one it is written in (detected among ``languages``); too short to tell: the
     conversation's, then the speaker's.
@@ -27,6 +31,10 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
     speaker = conversation.speaker
     item = item_ruled(item, speaker=speaker.name if speaker is not None else None)
     scope, about_speaker = (item.scope, item.about_speaker) if speaker is not None else (Scope.SHARED, False)
+    said_by = (people or {}).get(item.speaker.casefold()) if item.speaker else None
+    owner = speaker
+    if item.scope == Scope.PRIVATE and said_by is not None:
+        owner, scope = said_by, Scope.PRIVATE
     return MemoryDraft.build(
         content=item.content,
         provenance=Provenance.INFERRED if item.inferred else Provenance.EXTRACTED,
@@ -36,7 +44,7 @@ def _draft(item: ExtractedItem, conversation: Conversation, languages: frozenset
         languages=languages,
         kind=item.kind,
         scope=scope,
-        owner=speaker,  # memory_store keeps only what the scope uses (scope_holders)
+        owner=owner,  # memory_store keeps only what the scope uses (scope_holders)
         room=conversation.room,
         about=speaker if speaker is not None and about_speaker else None,
         source_ref=f"conversation:{conversation.pk}",
@@ -70,6 +78,20 @@ def _store_summary(conversation, extraction, grounding, stats, embedder, languag
         else:
             stats[result.outcome] += 1
             stats["memory_ids"].append(result.memory.pk)
+            if grounding is not None and grounding.summary_grounds:
+                stats["grounds"][str(result.memory.pk)] = list(grounding.summary_grounds)
+
+
+def _turn_speakers(conversation: Conversation):
+    return Turn.objects.filter(conversation=conversation, speaker__isnull=False).values("speaker")
+
+
+def _earlier_grounds(conversation: Conversation) -> dict:
+    """The turns an earlier run of this conversation cited for memories that still exist: a re-extraction adds to
+    them, so "where did you learn that" stays answered for what it does not find again."""
+    earlier = (conversation.extraction_stats or {}).get("grounds") or {}
+    alive = {str(pk) for pk in Memory.objects.filter(pk__in=[int(pk) for pk in earlier]).values_list("pk", flat=True)}
+    return {pk: list(turns) for pk, turns in earlier.items() if pk in alive}
 
 
 def extraction_store(*, conversation: Conversation, extraction: Extraction, grounding: Grounding | None = None) -> dict:
@@ -102,7 +124,7 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction, grou
         "ungrounded": len(ungrounded),
         "answer": extraction.note or "whole",
         "rejected": [r.as_dict() for r in [*extraction.rejected, *ungrounded][:MAX_REJECTIONS_KEPT]],
-        "grounds": {},
+        "grounds": _earlier_grounds(conversation),
         "created": 0,
         "merged": 0,
         "skipped_forgotten": 0,
@@ -111,8 +133,9 @@ def extraction_store(*, conversation: Conversation, extraction: Extraction, grou
     # An item that mentions a redacted value restates something forgotten: dropped like a blocked one.
     redacted = [FORGOTTEN_MARKER in item.content.casefold() for item in extraction.items]
     kept = [index for index, gone in enumerate(redacted) if not gone]
+    people = {person.name.casefold(): person for person in Person.objects.filter(pk__in=_turn_speakers(conversation))}
     stored = memory_store_batch(
-        drafts=[_draft(extraction.items[index], conversation, languages) for index in kept],
+        drafts=[_draft(extraction.items[index], conversation, languages, people) for index in kept],
         actor=ACTOR,
         embeddings=[vectors[index] for index in kept],
         embedder=embedder,

@@ -1,27 +1,50 @@
-"""A long conversation asked in windows of its turns, the answers merged."""
+"""A conversation asked in windows of a few turns, each with what the earlier windows found, the answers merged.
+
+A small model answers a short question well and a long one badly: it stops reading, takes an early value,
+or loops. So a conversation is asked ``EXTRACTION_WINDOW_USER_TURNS`` user turns at a time (0: whole, as
+far as the model's context allows), each window's prompt listing what was already noted so that it is not
+written again; the turns keep their numbers, so grounding checks every citation against the whole
+conversation. docs/decisions/0027-extraction-in-windows.md has the measurement.
+"""
 
 import dataclasses
+import datetime as dt
+from dataclasses import dataclass
+
+from django.conf import settings
 
 from justai_core import ai_router
-from transcripts.schemas import (
-    Extraction,
-    same_saying,
-)
-from transcripts.services.extraction.prompt import PromptTurn, conversation_prompt, extraction_ask
+from transcripts.schemas import Extraction, same_saying
+from transcripts.services.extraction.prompt import PromptTurn, extraction_ask, prompt_messages, transcript_lines
+
+CONTEXT_TURNS = 2  # the turns before a window, shown again so that "no, 4712" has its "4711"
+MAX_NOTED = 20  # the earlier windows' items listed in a prompt (the latest)
 
 
-def transcript_windows(turns: list[PromptTurn], *, max_chars: int) -> list[list[PromptTurn]]:
-    """The turns in consecutive windows of at most ``max_chars`` transcript characters each (a longer turn
-    alone), so a long conversation is read whole by a model with a small context; one window when it fits."""
+@dataclass(frozen=True)
+class Header:
+    """What the prompt says about the conversation besides its turns."""
+
+    date: dt.date
+    language: str
+    room: str
+    speaker: str
+
+
+def transcript_windows(turns: list[PromptTurn], *, max_chars: int, user_turns: int = 0) -> list[list[PromptTurn]]:
+    """The turns in consecutive windows of at most ``user_turns`` user turns (0: no bound) and ``max_chars``
+    transcript characters each (a longer turn alone); one window when it fits."""
     windows: list[list[PromptTurn]] = [[]]
-    size = 0
+    size = users = 0
     for turn in turns:
         length = len(turn.text) + len(turn.speaker) + 24  # the line's number, time and role around the text
-        if windows[-1] and size + length > max_chars:
+        full = user_turns and turn.role == "user" and users >= user_turns
+        if windows[-1] and (size + length > max_chars or full):
             windows.append([])
-            size = 0
+            size = users = 0
         windows[-1].append(turn)
         size += length
+        users += turn.role == "user"
     return windows
 
 
@@ -39,15 +62,36 @@ def _merged(first: Extraction, then: Extraction) -> Extraction:
     )
 
 
-def windows_ask(provider, conversation, turns, *, max_chars: int, answer: ai_router.Answer) -> Extraction:
-    """One question per window of the transcript (its turns keep their numbers); the answers merged, their
-    figures summed into ``answer``."""
+def turns_ask(
+    provider: ai_router.Provider,
+    turns: list[PromptTurn],
+    *,
+    header: Header,
+    max_chars: int,
+    answer: ai_router.Answer,
+    user_turns: int | None = None,
+) -> Extraction:
+    """One question per window of the transcript (with the turns just before it, and what was noted so far); the
+    answers merged, their figures summed into ``answer``. The one place a conversation is asked (the service
+    and bench/extraction_quality.py)."""
+    user_turns = settings.EXTRACTION_WINDOW_USER_TURNS if user_turns is None else user_turns
     extraction = None
-    for window in transcript_windows(turns, max_chars=max_chars):
+    seen: list[PromptTurn] = []
+    for window in transcript_windows(turns, max_chars=max_chars, user_turns=user_turns):
+        context = seen[-CONTEXT_TURNS:] if user_turns else []
+        noted = tuple(item.content for item in extraction.items[-MAX_NOTED:]) if extraction is not None else ()
         asked = ai_router.Answer()
         part = extraction_ask(
             provider=provider,
-            messages=conversation_prompt(conversation, window, max_chars=max_chars),
+            messages=prompt_messages(
+                date=header.date,
+                language=header.language,
+                room=header.room,
+                speaker=header.speaker,
+                lines=transcript_lines([*context, *window]),
+                max_chars=max_chars,
+                noted=noted,
+            ),
             user_chars=sum(len(turn.text) for turn in window if turn.role == "user"),
             answer=asked,
         )
@@ -55,5 +99,6 @@ def windows_ask(provider, conversation, turns, *, max_chars: int, answer: ai_rou
             answer.first_token_seconds = answer.seconds + asked.first_token_seconds
         answer.tokens += asked.tokens
         answer.seconds += asked.seconds
+        seen += window
         extraction = part if extraction is None else _merged(extraction, part)
     return extraction
