@@ -252,3 +252,22 @@ def test_a_repetition_penalty_is_sent_where_the_server_takes_one(fake_llm, setti
     conversation, _ = household_talk("Anna: Die Katze heißt Minka.")
     extracted(conversation)
     assert field in fake_llm.requests[0].body
+
+
+def test_an_item_about_the_person_a_turn_names_is_not_given_to_its_speaker_and_a_hypothetical_is_dropped(fake_llm):
+    conversation, _ = household_talk(
+        "Anna: Marco hat nächsten Freitag um 10 Uhr einen Zahnarzttermin.",
+        "Marco: Stimmt.",
+        "Anna: Wenn wir irgendwann ein zweites Auto hätten, bräuchten wir einen größeren Stellplatz.",
+    )
+    fake_llm.reply(
+        answer(
+            facts=[
+                item("Anna hat am 2026-03-20 um 10 Uhr einen Zahnarzttermin.", [1], about="Anna"),
+                item("Mit einem zweiten Auto bräuchten sie einen größeren Stellplatz.", [3]),
+            ]
+        )
+    )
+    stats = extracted(conversation)
+    assert set(stored()) == {"Marco hat am 2026-03-20 um 10 Uhr einen Zahnarzttermin."}
+    assert {r["rule"] for r in stats["rejected"]} == {"cites only hypotheticals"}

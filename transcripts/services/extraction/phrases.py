@@ -5,7 +5,7 @@
 - hearsay ("hat mir erzählt", "I heard", "pare che", "me contó") and a person's private life (health,
   relationships, troubles): together, gossip about someone else, which is not the household's to keep;
 - first person ("ich", "I", "io", "yo" and their forms), which names the one who speaks;
-- a question.
+- a hypothetical ("if we ever had ...") and a question.
 """
 
 import re
@@ -75,6 +75,14 @@ FIRST_PERSON = _phrases(
     r"io|mi|mio|mia|miei|mie",
     r"yo|mí|mío|mía",
 )
+# A wish or a supposition, not a fact: "if we ever had a second car", "wenn wir ... hätten", "se avessimo", "si
+# tuviéramos".
+HYPOTHETICAL = _phrases(
+    r"if (?:we|I|you|they|he|she) (?:ever |)(?:had|got|were|could|would|won)",
+    r"wenn (?:wir|ich|du|ihr|sie|er) [^.?!]{0,60}(?:hätten|hätte|wären|wäre|würden|würde|könnten|könnte)",
+    r"se (?:avessimo|avessi|fossimo|fossi|potessimo|potessi|vincessimo)",
+    r"si (?:tuviéramos|tuviera|fuéramos|fuera|pudiéramos|pudiera|ganáramos)",
+)
 QUESTION = re.compile(r"\?\s*$")
 
 
@@ -93,6 +101,10 @@ def says_gossip(text: str) -> bool:
 
 def says_first_person(text: str) -> bool:
     return FIRST_PERSON.search(text) is not None
+
+
+def is_hypothetical(text: str) -> bool:
+    return HYPOTHETICAL.search(text) is not None
 
 
 def is_question(text: str) -> bool:

@@ -14,6 +14,7 @@ from transcripts.services.extraction.corrections import corrected, superseded_va
 from transcripts.services.extraction.dates import dates_resolved
 from transcripts.services.extraction.phrases import (
     PRIVATE,
+    is_hypothetical,
     is_question,
     says_do_not_remember,
     says_first_person,
@@ -60,6 +61,7 @@ def item_ruled(item: ExtractedItem, *, speaker: str | None) -> ExtractedItem:
 # Why the rules dropped an item (text-free).
 ASKED_NOT_TO_REMEMBER = "a person asked not to remember it"
 QUESTION_ONLY = "cites only questions"
+HYPOTHETICAL_ONLY = "cites only hypotheticals"
 GOSSIP = "hearsay about another person's private life"
 PRIVATE_REQUEST_MAX_WORDS = 4  # a turn that only says "keep this between us" covers the speaker's turn before
 
@@ -118,6 +120,8 @@ def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) 
         return ASKED_NOT_TO_REMEMBER
     if cited and all(is_question(turn.text) for turn in cited):
         return QUESTION_ONLY
+    if cited and all(is_hypothetical(turn.text) for turn in cited):
+        return HYPOTHETICAL_ONLY
     if cited and all(says_gossip(turn.text) for turn in cited):
         return GOSSIP
     return ""
@@ -154,16 +158,23 @@ def _who(item: ExtractedItem, cited: list[PromptTurn], names: list[str]) -> Extr
     [speaker] = speakers
     content, about = item.content, item.about
     heard = digits_read("\n".join(turn.text for turn in cited)).casefold()
-    named = [n for n in names if re.search(rf"(?<!\w){re.escape(n.casefold())}(?!\w)", content.casefold())]
-    wrong = [n for n in named if n.casefold() != speaker.casefold() and n.casefold() not in heard]
+    named = [n for n in names if _named(n, content)]
+    wrong = [n for n in named if n.casefold() != speaker.casefold() and not _named(n, heard)]
+    others = [n for n in names if n.casefold() != speaker.casefold() and _named(n, heard) and n not in named]
     if len(wrong) == 1 and speaker not in named and says_first_person(heard):
         content = re.sub(rf"(?<!\w){re.escape(wrong[0])}(?!\w)", speaker, content, flags=re.IGNORECASE)
         about = speaker
-    elif says_first_person(content) and speaker.casefold() not in content.casefold():
+    elif speaker in named and not _named(speaker, heard) and not says_first_person(heard) and len(others) == 1:
+        # "Anna: Marco has a dentist appointment" read as Anna's: the one the turn names is whom it is about.
+        content = re.sub(rf"(?<!\w){re.escape(speaker)}(?!\w)", others[0], content, flags=re.IGNORECASE)
+        about = others[0]
+    elif says_first_person(content) and not _named(speaker, content):
         content, about = f"{speaker}: {content}", speaker
-    if about.casefold() == speaker.casefold() or (not about and says_first_person(heard) and speaker in content):
-        about = speaker
     return dataclasses.replace(item, content=content, about=about, speaker=speaker)
+
+
+def _named(name: str, text: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(name.casefold())}(?!\w)", text.casefold()) is not None
 
 
 def _private(item: ExtractedItem, cited: list[PromptTurn], said: Said) -> ExtractedItem:
