@@ -54,7 +54,6 @@ LANGUAGES = ("de", "it", "en", "es")
 NUMBER = re.compile(r"\d+")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 LONG_TURNS = 10
-SUPERSEDED = ("forgotten", "superseded", "corrected")  # a must_not of these kinds is a value that was replaced
 
 
 def setup_django() -> None:
@@ -109,7 +108,7 @@ def perfect_answer(conversation: dict) -> str:
         # the asked form; scope and the rest as labelled (the rules are scored on the models' answers)
         return {
             "content": e["c"],
-            "turns": [],
+            "turns": e.get("turns", []),
             "inferred": e["g"],
             "about": e["about"] or "",
             "scope": e["scope"],
@@ -172,12 +171,31 @@ def distractor_stored(distractor: dict, stored_text: str, similarity: float, thr
     return similarity >= threshold and numbers(distractor["c"]) <= numbers(stored_text)
 
 
+def owner_of(item, conversation: dict) -> str:
+    """Whom a private item is private to: who asked for it (the rules' speaker), else the conversation's speaker."""
+    return item.speaker or conversation["speaker"]
+
+
+def superseded_held(conversation: dict, contents: list[str], summary: str) -> int:
+    """How many of the conversation's superseded values a stored item or the summary holds (digits as numbers)."""
+    held = 0
+    for value in conversation.get("superseded", []):
+        for text in [*contents, summary]:
+            if (value.isdigit() and int(value) in numbers(text)) or (
+                not value.isdigit() and value.casefold() in text.casefold()
+            ):
+                held += 1
+                break
+    return held
+
+
 class Tally:
     def __init__(self):
         self.expected = self.stored = self.matched = 0
         self.guess_ok = self.scope_ok = self.about_ok = self.language_ok = 0
         self.dated = self.dated_ok = 0  # expected items with a resolved date; of them, matched (the date right)
         self.tokens = 0
+        self.superseded = self.superseded_stored = 0  # corrected values; of them, held by a stored item or summary
         self.llm_seconds = 0.0
         self.distractors: Counter = Counter()
         self.failed = self.ungrounded = self.repeats = 0
@@ -194,7 +212,8 @@ class Tally:
             f"{name:>5}: precision {p:.2f} ({self.matched}/{self.stored})  recall {r:.2f} ({self.matched}/{self.expected})"
             f"  F1 {f1:.2f}  guess {self.guess_ok / m:.2f}  scope {self.scope_ok / m:.2f}"
             f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}"
-            f"  dates {self.dated_ok}/{self.dated}  distractors stored: {distractors}"
+            f"  dates {self.dated_ok}/{self.dated}  superseded stored {self.superseded_stored}/{self.superseded}"
+            f"  distractors stored: {distractors}"
             f"  failed {self.failed}  ungrounded {self.ungrounded}  repeats {self.repeats}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
             f" p95 {percentile(self.seconds, 95):.1f}  tokens/s {self.tokens / self.llm_seconds if self.llm_seconds else 0:.1f}"
         )
@@ -324,12 +343,13 @@ def main() -> None:
                 said = Said(turns=turns, today=date, language=lang)
                 grounding = extraction_ground(extraction, turns, names=speakers, said=said)
                 stored = [item_ruled(i, speaker=conversation["speaker"]) for i in grounding.extraction.items]
+                summary = grounding.extraction.summary.content if grounding.extraction.summary else ""
                 note = extraction.note
                 for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].ungrounded += len(grounding.ungrounded)
                     tallies[key].repeats += extraction.repeats
             except (ai_router.AIRouterError, MalformedAnswer) as exc:
-                stored, note = [], f"failed: {str(exc)[:60]}"
+                stored, summary, note = [], "", f"failed: {str(exc)[:60]}"
                 for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].failed += 1
             seconds = time.perf_counter() - started
@@ -358,9 +378,12 @@ def main() -> None:
                     if any(
                         distractor_stored(distractor, stored[j].content, row[j], threshold) for j in range(len(stored))
                     ):
-                        hits["superseded" if distractor["t"] in SUPERSEDED else distractor["t"]] += 1
+                        hits[distractor["t"]] += 1
+            held = superseded_held(conversation, [s.content for s in stored], summary)
             for key in ("all", lang, "long" if is_long(conversation) else "short"):
                 t = tallies[key]
+                t.superseded += len(conversation.get("superseded", []))
+                t.superseded_stored += held
                 t.tokens += asked.tokens
                 t.llm_seconds += asked.seconds
                 t.dated += sum(any(ISO_DATE.match(v) for v in e["v"]) for e in expected)
@@ -375,14 +398,16 @@ def main() -> None:
                 for i, j in pairs:
                     e, s = expected[i], stored[j]
                     t.guess_ok += s.inferred == e["g"]
-                    t.scope_ok += s.scope == e["scope"]
+                    t.scope_ok += s.scope == e["scope"] and (
+                        e["scope"] != "private" or owner_of(s, conversation) == e.get("owner", conversation["speaker"])
+                    )
                     t.about_ok += s.about_speaker == (e["about"] == conversation["speaker"])
                     t.language_ok += language_for(
                         text=s.content, conversation_language=lang, languages=languages
                     ) == e.get("lang", lang)
             print(
                 f"  {conversation['id']}: {len(stored)} stored (+{merged} merged), {len(pairs)}/{len(expected)} matched, "
-                f"{sum(hits.values())} distractors, {seconds:.1f} s {note}",
+                f"{sum(hits.values())} distractors, {seconds:.1f} s, {asked.tokens} tokens {note}",
                 flush=True,
             )
             if args.show:

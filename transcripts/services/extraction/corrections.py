@@ -1,6 +1,6 @@
 """Corrections: the later of a value and its correction wins ("the code is 2468, no, 1357 now").
 
-A value is a number (numbers said in words read as digits) or a weekday. It is superseded when a person
+A value is a number (numbers said in words read as digits), a word with digits (a password) or a weekday. It is superseded when a person
 corrects it: in the same turn after a correction word ("2468, nein, 1357"), or in a later user turn that says a
 correction word and a value of the same shape (as many digits; a time's hour for an hour; a weekday for a
 weekday) while sharing a word with the earlier turn or coming right after it. The assistant's echo ("Noted:
@@ -23,7 +23,15 @@ CORRECTION_WORDS = (
 UPDATE_WORDS = r"jetzt|inzwischen|ab sofort|now|from now on|ora|adesso|d'ora in poi|ahora|a partir de ahora"
 _CORRECTION = re.compile(rf"(?<!\w)(?:{CORRECTION_WORDS})(?!\w)", re.IGNORECASE)
 _UPDATE = re.compile(rf"(?<!\w)(?:{UPDATE_WORDS})(?!\w)", re.IGNORECASE)
-_VALUE = re.compile(r"\d+|(?<!\w)(?:" + "|".join(sorted(WEEKDAY, key=len, reverse=True)) + r")(?!\w)", re.IGNORECASE)
+# A number, a word with digits in it as one value ("Möwe-Hafen-19", "girasole22": a password), or a weekday.
+_VALUE = re.compile(
+    r"(?<![\w-])[\w-]*\d[\w-]*(?<!-)|(?<!\w)(?:" + "|".join(sorted(WEEKDAY, key=len, reverse=True)) + r")(?!\w)",
+    re.IGNORECASE,
+)
+# "not" right before a value: that value is the one replaced ("the thirteenth, not the twelfth", "no los lunes").
+_NEGATED = re.compile(
+    r"(?<!\w)(?:not|nicht|no|non|nein)\s+(?:the\s+|am\s+|los\s+|el\s+|il\s+|i\s+|der\s+|um\s+|)$", re.IGNORECASE
+)
 LOOK_BACK_TURNS = 6  # user turns: a correction refers to what was said shortly before
 
 
@@ -35,13 +43,21 @@ class Value:
 
     @property
     def shape(self) -> str:
+        """What a correction of this value looks like: as many digits; a small number (an hour, a count); the same
+        word around other digits (a password's new number); a weekday."""
         if self.text.isdigit():
             return f"digits{len(self.text)}" if len(self.text) > 2 else "small"
-        return "weekday"
+        if self.text.casefold() in WEEKDAY:
+            return "weekday"
+        return "word:" + re.sub(r"\d+", "#", self.text.casefold())
 
     @property
     def key(self) -> str:
-        return self.text.lstrip("0") if self.text.isdigit() else f"weekday{WEEKDAY[self.text.casefold()]}"
+        if self.text.isdigit():
+            return self.text.lstrip("0")
+        if self.text.casefold() in WEEKDAY:
+            return f"weekday{WEEKDAY[self.text.casefold()]}"
+        return self.text.casefold()
 
 
 def _values(text: str, turn: int) -> list[Value]:
@@ -57,7 +73,10 @@ def _within_turn(text: str, turn: int) -> dict[str, str]:
         if not later:
             continue
         new = later[0]
-        if _CORRECTION.search(text, old.start + len(old.text), new.start):
+        between = text[old.start + len(old.text) : new.start]
+        if _NEGATED.search(between):  # "on Fridays, not Mondays": the value after "not" is the old one
+            superseded[new.key] = old.text
+        elif _CORRECTION.search(between):
             superseded[old.key] = new.text
     return superseded
 

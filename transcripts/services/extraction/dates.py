@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import dateparser
 
+from transcripts.services.extraction.words import digits_read
+
 WEEKDAYS = {
     "de": ("montag", "dienstag", "mittwoch", "donnerstag", "freitag", "samstag", "sonntag"),
     "en": ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
@@ -51,21 +53,30 @@ _NEXT_WEEK = (
     r"(?:(?:of |)next week|(?:der |)nächsten woche|nächster woche|nächste woche|della settimana prossima|della prossima settimana"
     r"|(?:la |)settimana prossima|prossima settimana|de la semana que viene|de la próxima semana|de la semana próxima)"
 )
-_WEEK_AFTER = re.compile(rf"\ba week on {_DAY}\b|\b{_DAY.replace('day>', 'day2>')} week\b", re.IGNORECASE)
+_WEEK_AFTER = re.compile(
+    rf"\ba week on {_DAY}\b|\b{_DAY.replace('day>', 'day2>')} (?:week|in einer woche|in a week|tra una settimana"
+    rf"|fra una settimana|dentro de una semana)\b",
+    re.IGNORECASE,
+)
 _IN_NEXT_WEEK = re.compile(
     rf"\b{_DAY}\s+{_NEXT_WEEK}\b"
     rf"|\b(?:nächste woche|next week)\s+(?:am\s+|on\s+)?{_DAY.replace('day>', 'day2>')}\b",
     re.IGNORECASE,
 )
-_HABIT = r"(?<!\bil )(?<!\bogni )(?<!\bjeden )(?<!\bevery )(?<!\bother )(?<!\bzweiten )(?<!\blos )(?<!\bcada )(?<!\bi )"
+_HABIT = (
+    r"(?<!\bil )(?<!\bogni )(?<!\bjeden )(?<!\bevery )(?<!\bother )(?<!\bzweiten )(?<!\blos )(?<!\bcada )(?<!\bi )"
+    r"(?<!\bprimer )(?<!\bfirst )(?<!\bersten )(?<!\bprimo )(?<!\blast )(?<!\bletzten )(?<!\bultimo )(?<!\búltimo )"
+)
 _NEXT_DAY = re.compile(
     r"\b(?:(?:this coming|this|coming|next|diesen|kommenden|nächsten|nächster|próximo|este|questo|"
-    r"prossimo)\s+)?" + _HABIT + _DAY + r"(?:\s+(?:que viene|prossimo|próximo))?\b(?!s\b)",
+    r"prossimo)\s+)?" + _HABIT + _DAY + r"(?:\s+(?:que viene|prossimo|próximo))?\b(?!s\b)"
+    # a weekday with its day of the month ("Monday the 30th", "domingo 31", "Sonntag, der 6.") is no relative date
+    r"(?![,.]?\s+(?:the\s+|der\s+|den\s+|il\s+|el\s+|)\d)",
     re.IGNORECASE,
 )
 _IN_DAYS = re.compile(
-    r"\b(?:in|tra|fra|en|dentro de)\s+(?:\d+|one|two|three|a|zwei|drei|einer|due|tre|dos|tres|una)\s+"
-    r"(?:days?|weeks?|tagen|wochen|giorni|settimane|días|semanas)\b",
+    r"\b(?:in|tra|fra|en|dentro de)\s+(?:\d+|one|two|three|a|zwei|drei|einer|due|tre|dos|tres|una|un)\s+"
+    r"(?:days?|weeks?|tagen|tag|wochen|woche|giorni|giorno|settimane|settimana|días|día|semanas|semana)\b",
     re.IGNORECASE,
 )
 
@@ -122,9 +133,12 @@ def dates_resolved(content: str, *, said: str, today: dt.date, language: str) ->
     spans = relative_dates(content, today=today, language=language)
     for span in reversed(spans):
         content = content[: span.start] + span.day.isoformat() + content[span.end :]
+    said = digits_read(said)
     meant = {span.day.isoformat() for span in relative_dates(said, today=today, language=language)}
     if len(meant) == 1:
         [day] = meant
-        # A date a person said in full stays; any other is the model's wrong reading of the one phrase.
-        content = _ISO.sub(lambda m: m.group(0) if m.group(0) in said else day, content)
+        # A date whose day of the month a person said ("the thirteenth", "domingo 31") stays; any other is the
+        # model's wrong reading of the one phrase.
+        told = {int(n) for n in re.findall(r"\d+", said)}
+        content = _ISO.sub(lambda m: m.group(0) if int(m.group(0)[-2:]) in told else day, content)
     return content

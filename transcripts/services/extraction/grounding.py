@@ -21,6 +21,13 @@ VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not 
 EXAMPLE_SHARE = 0.6  # of the words of an item and an example together: a near-copy
 SUMMARY_TURNS = 3
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
+# A time of day is not looked for either: said in words it takes forms no reader turns into digits ("halb acht"
+# 19:30, "quarter to ten", "once menos cuarto", "um eins" 13 Uhr).
+_TIME_OF_DAY = re.compile(
+    r"\b\d{1,2}[:.]\d{2}\b|\b\d{1,2}\s*(?:uhr|h|am|pm|a\.m\.|p\.m\.|o'clock)(?!\w)"
+    r"|(?<!\w)(?:um|gegen|ab|bis|von|alle|dalle|verso|a las|las|de las|hasta las|sobre las|at|from|until|till|to)\s+\d{1,2}(?:[:.]\d{2})?\b",
+    re.IGNORECASE,
+)
 
 
 def _names_in(text: str, names: list[str]) -> set[str]:
@@ -71,7 +78,7 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
         if copies_example(item.content, users):  # a small model copies the prompt's example
             dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
             continue
-        if not _heard(item.content, heard, names):
+        if not _heard(item.content, heard, names, users):
             if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in heard):
                 forgotten += 1
             else:
@@ -90,12 +97,13 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
     return Grounding(grounded, dropped, grounds, forgotten, why, summary_grounds)
 
 
-def _heard(content: str, said: list[PromptTurn], names: list[str]) -> bool:
-    """Whether every number (a resolved YYYY-MM-DD date aside) and household name of ``content`` is in ``said``."""
+def _heard(content: str, said: list[PromptTurn], names: list[str], present: list[PromptTurn] = ()) -> bool:
+    """Whether every number (a resolved YYYY-MM-DD date and a time of day aside) of ``content`` is in ``said``, and
+    every household name in ``said`` or among the speakers of ``said`` and ``present`` (who took part)."""
     heard = digits_read("\n".join(turn.text for turn in said))
-    if text_values(_ISO_DATE.sub(" ", content)) - text_values(heard):
+    if text_values(_TIME_OF_DAY.sub(" ", _ISO_DATE.sub(" ", content))) - text_values(heard):
         return False
-    speakers = {turn.speaker.casefold() for turn in said}
+    speakers = {turn.speaker.casefold() for turn in [*said, *present]}
     unheard = _names_in(content, names) - _names_in(heard, names)
     return all(name.casefold() in speakers for name in unheard)
 

@@ -13,6 +13,7 @@ from transcripts.schemas import ExtractedItem, Extraction, Rejection, same_sayin
 from transcripts.services.extraction.corrections import corrected, superseded_values
 from transcripts.services.extraction.dates import dates_resolved
 from transcripts.services.extraction.phrases import (
+    DO_NOT_REMEMBER,
     PRIVATE,
     is_hypothetical,
     is_question,
@@ -63,7 +64,7 @@ ASKED_NOT_TO_REMEMBER = "a person asked not to remember it"
 QUESTION_ONLY = "cites only questions"
 HYPOTHETICAL_ONLY = "cites only hypotheticals"
 GOSSIP = "hearsay about another person's private life"
-PRIVATE_REQUEST_MAX_WORDS = 4  # a turn that only says "keep this between us" covers the speaker's turn before
+REQUEST_ONLY_WORDS = 2  # a turn that says little besides "keep this between us" covers its speaker's turn before
 
 
 @dataclass(frozen=True)
@@ -92,19 +93,21 @@ class Said:
             covered.add(turn.number)
             rest = content_words(PRIVATE.sub(" ", turn.text))
             before = [t for t in self.users[:index] if t.speaker == turn.speaker]
-            if before and len(rest) <= PRIVATE_REQUEST_MAX_WORDS:
+            if before and len(rest) <= REQUEST_ONLY_WORDS:
                 covered.add(before[-1].number)
         return covered
 
     @functools.cached_property
     def unremembered_turns(self) -> set[int]:
-        """The user turns a person asked not to remember: the request's own and its speaker's turn before."""
+        """The user turns a person asked not to remember: the request's own and, when it says little else, its
+        speaker's turn before."""
         covered: set[int] = set()
         for index, turn in enumerate(self.users):
             if says_do_not_remember(turn.text):
                 covered.add(turn.number)
+                rest = content_words(DO_NOT_REMEMBER.sub(" ", turn.text))
                 before = [t for t in self.users[:index] if t.speaker == turn.speaker]
-                if before:
+                if before and len(rest) <= REQUEST_ONLY_WORDS:
                     covered.add(before[-1].number)
         return covered
 
