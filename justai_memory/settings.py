@@ -293,6 +293,9 @@ AI_MEMORY_MAX_TOKENS = env.int("AI_MEMORY_MAX_TOKENS", default=4096)
 # AI_MEMORY_PROVIDER=embedded: the GGUF file the run command serves (justai_memory/serving/embedded_model.py); empty: the one
 # `manage.py fetch_model` fetched, else the bundled smoke-test model.
 AI_MEMORY_MODEL_FILE = env.str("AI_MEMORY_MODEL_FILE", default="")
+# Set by the run command for its children when the embedded model is the bundled SmolLM2-135M: a smoke-test model,
+# whose answers are read but never stored (docs/extraction.md, decisions/0027).
+AI_MEMORY_SMOKE_MODEL = env.bool("AI_MEMORY_SMOKE_MODEL", default=False)
 AI_EMBEDDED_THREADS = env.int("AI_EMBEDDED_THREADS", default=2)
 AI_EMBEDDED_CONTEXT = env.int("AI_EMBEDDED_CONTEXT", default=8192)  # tokens: the prompt (~1-7k) and the answer
 AI_EMBEDDED_START_SECONDS = env.int("AI_EMBEDDED_START_SECONDS", default=120)  # the run command waits this long

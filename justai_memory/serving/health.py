@@ -13,6 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from justai_core.ai_router import provider_status
+from justai_memory.serving.embedded_model import SMOKE_TEST_WARNING
 
 REQUIRED = ("database", "embedder", "cluster")
 HEARTBEAT_MAX_AGE = timedelta(minutes=1)
@@ -127,6 +128,8 @@ def llm_status(*, database_ok: bool) -> dict:
             status.setdefault("error", _error(exc))
     if not status["ok"]:
         status["hint"] = LLM_HINT.format(url=status.get("base_url", "(not configured)"))
+    elif settings.AI_MEMORY_SMOKE_MODEL and status.get("provider") == "embedded":
+        status["hint"] = SMOKE_TEST_WARNING
     return status
 
 

@@ -271,3 +271,22 @@ def test_an_item_about_the_person_a_turn_names_is_not_given_to_its_speaker_and_a
     stats = extracted(conversation)
     assert set(stored()) == {"Marco hat am 2026-03-20 um 10 Uhr einen Zahnarzttermin."}
     assert {r["rule"] for r in stats["rejected"]} == {"cites only hypotheticals"}
+
+
+def test_the_bundled_smoke_test_model_is_asked_but_nothing_is_stored_and_health_says_how_to_get_a_real_one(
+    fake_llm, settings
+):
+    from justai_memory.serving.health import llm_status
+
+    settings.AI_ROLES = {"memory": memory_role(fake_llm.base_url, provider="embedded")}
+    settings.AI_MEMORY_SMOKE_MODEL = True
+    conversation, _ = household_talk("Anna: Die Katze heißt Minka.")
+    fake_llm.reply(answer(facts=[item("Die Katze heißt Minka.", [1])]))
+    stats = extracted(conversation)
+    assert not Memory.objects.exists() and stats["extracted"] == 1 and "smoke-test model" in stats["stored"]
+    assert "manage.py fetch_model" in llm_status(database_ok=True)["hint"]
+    settings.AI_MEMORY_SMOKE_MODEL = False  # a real model learns
+    conversation, _ = household_talk("Ben: The cat is called Minka.")
+    fake_llm.reply(answer(facts=[item("The cat is called Minka.", [1])]))
+    extracted(conversation)
+    assert list(Memory.objects.values_list("content", flat=True)) == ["The cat is called Minka."]
