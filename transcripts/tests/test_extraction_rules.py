@@ -290,3 +290,13 @@ def test_the_bundled_smoke_test_model_is_asked_but_nothing_is_stored_and_health_
     fake_llm.reply(answer(facts=[item("The cat is called Minka.", [1])]))
     extracted(conversation)
     assert list(Memory.objects.values_list("content", flat=True)) == ["The cat is called Minka."]
+
+
+def test_a_near_copy_of_the_worked_example_is_dropped_as_a_copy(fake_llm):
+    conversation, _ = household_talk("Anna: Der Müll wird mittwochs abgeholt.")
+    fake_llm.reply(
+        answer(facts=[item("Der Müll wird mittwochs abgeholt.", [1])], preferences=[item("Lena mag Fisch nicht.", [1])])
+    )
+    stats = extracted(conversation)
+    assert set(stored()) == {"Der Müll wird mittwochs abgeholt."}
+    assert {r["rule"] for r in stats["rejected"]} == {"restates the prompt's worked example"}
