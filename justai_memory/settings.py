@@ -305,7 +305,7 @@ EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
 EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
 # A conversation is asked this many user turns at a time (0: whole); docs/decisions/0027-extraction-in-windows.md.
-EXTRACTION_WINDOW_USER_TURNS = env.int("EXTRACTION_WINDOW_USER_TURNS", default=4)
+EXTRACTION_WINDOW_USER_TURNS = env.int("EXTRACTION_WINDOW_USER_TURNS", default=0)
 CONVERSATION_IDLE_MINUTES = env.int("CONVERSATION_IDLE_MINUTES", default=30)
 # Language detection of texts stored without a language (memories.languages): "high" (lingua's
 # high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,

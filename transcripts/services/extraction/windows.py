@@ -1,10 +1,11 @@
-"""A conversation asked in windows of a few turns, each with what the earlier windows found, the answers merged.
+"""A conversation asked in windows of its turns, each with what the earlier windows found, the answers merged.
 
-A small model answers a short question well and a long one badly: it stops reading, takes an early value,
-or loops. So a conversation is asked ``EXTRACTION_WINDOW_USER_TURNS`` user turns at a time (0: whole, as
-far as the model's context allows), each window's prompt listing what was already noted so that it is not
-written again; the turns keep their numbers, so grounding checks every citation against the whole
-conversation. docs/decisions/0027-extraction-in-windows.md has the measurement.
+Whole by default, in windows of what the model's context holds; with ``EXTRACTION_WINDOW_USER_TURNS`` = N,
+N user turns at a time, each window's prompt showing the two turns before it and listing what was
+already noted so that it is not written again. The turns keep their numbers, so grounding checks every
+citation against the whole conversation. docs/decisions/0027-extraction-in-windows.md has the measurement
+that made one question the default (the code's rules carry corrections, dates and who, which windows
+were meant to help a small model with).
 """
 
 import dataclasses
