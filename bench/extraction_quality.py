@@ -76,18 +76,24 @@ def is_long(conversation: dict) -> bool:
 
 
 def load(
-    limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False, short: bool = False
+    limit: int | None,
+    languages: set[str],
+    path: Path = LABELLED,
+    *,
+    long: bool = False,
+    short: bool = False,
+    offset: int = 0,
 ) -> list[dict]:
     conversations = [c for c in json.loads(path.read_text())["conversations"] if c["language"] in languages]
     if long or short:  # only the long ones (10 turns or more, two or three people, a corrected value), or the rest
         conversations = [c for c in conversations if is_long(c) == long]
-    if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
+    if limit or offset:  # `limit` of each language after its first `offset`: a subset keeps the languages balanced
         seen: Counter = Counter()
         kept = []
         for c in conversations:
-            if seen[c["language"]] < limit:
+            if offset <= seen[c["language"]] < offset + (limit or len(conversations)):
                 kept.append(c)
-                seen[c["language"]] += 1
+            seen[c["language"]] += 1
         conversations = kept
     return conversations
 
@@ -270,6 +276,7 @@ def main() -> None:
     parser.add_argument("--response-format", default="json_schema", help="json_schema, ollama, guided_json, ...")
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the service's (AI_MEMORY_MAX_TOKENS)")
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
+    parser.add_argument("--offset", type=int, default=0, help="skip the first K conversations of each language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--long", action="store_true", help="only the long conversations (ids *-long-*)")
     parser.add_argument("--short", action="store_true", help="only the short conversations")
@@ -322,7 +329,9 @@ def main() -> None:
     embedder = get_embedder()
     threshold = embedder.thresholds.tombstone
     languages = frozenset({*LANGUAGES, *embedder.languages})
-    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long, short=args.short)
+    conversations = load(
+        args.limit, set(args.languages.split(",")), args.set, long=args.long, short=args.short, offset=args.offset
+    )
     tallies: dict[str, Tally] = defaultdict(Tally)
     print(
         f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
