@@ -18,7 +18,7 @@ from transcripts.services.redaction import FORGOTTEN_MARKER
 NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"
 ASSISTANT_ONLY = "cites only the assistant's turns"
 VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
-EXAMPLE_SHARE = 0.6  # of the words of an item and an example together: a near-copy
+EXAMPLE_WORDS = 2  # an example's words in an item, one of them never said: a near-copy
 SUMMARY_TURNS = 3
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
 # A time of day is not looked for either: said in words it takes forms no reader turns into digits ("halb acht"
@@ -109,16 +109,17 @@ def _heard(content: str, said: list[PromptTurn], names: list[str], present: list
 
 
 def copies_example(content: str, users: list[PromptTurn]) -> bool:
-    """Whether ``content`` says what a worked example says, word for word or nearly (most of its words, and some
-    word nobody in the conversation said): a small model copies the prompt's example."""
+    """Whether ``content`` says what a worked example says: word for word, or with two or more of an example's
+    words of which one was never said in the conversation ("Anna merkt den WLAN-Code" where nobody spoke
+    of the WLAN): a small model copies the prompt's example."""
     saying = same_saying(content)
     if saying in EXAMPLE_SAYINGS:
         return True
-    words = set(saying.split())
+    words = content_words(content)
     said = content_words("\n".join(turn.text for turn in users))
     for example in EXAMPLE_SAYINGS:
-        shared = words & set(example.split())
-        if len(shared) >= EXAMPLE_SHARE * len(words | set(example.split())) and content_words(" ".join(shared)) - said:
+        shared = words & content_words(example)
+        if len(shared) >= EXAMPLE_WORDS and shared - said:
             return True
     return False
 
