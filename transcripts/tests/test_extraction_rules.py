@@ -300,3 +300,10 @@ def test_a_near_copy_of_the_worked_example_is_dropped_as_a_copy(fake_llm):
     stats = extracted(conversation)
     assert set(stored()) == {"Der Müll wird mittwochs abgeholt."}
     assert {r["rule"] for r in stats["rejected"]} == {"restates the prompt's worked example"}
+
+
+def test_an_english_first_person_turn_gives_its_item_to_whom_said_it(fake_llm):
+    conversation, _ = household_talk("Emma: Morning!", "Ben: I don't eat meat anymore, by the way.")
+    fake_llm.reply(answer(preferences=[item("Emma does not eat meat anymore.", [2], about="Emma")]))
+    extracted(conversation)
+    assert set(stored()) == {"Ben does not eat meat anymore."}

@@ -42,7 +42,7 @@ TURNS = [
     ("Anna", "Marco hat nächsten Freitag um 10 Uhr einen Zahnarzttermin."),
     ("A", "Soll ich daran erinnern?"),
     ("Marco", "Ja, bitte."),
-    ("Marco", "Und nur für mich: das Geschenk für Anna liegt im Keller hinter den Skiern."),
+    ("Marco", "Und nur für mich: der Code von meinem Fahrradschloss ist 2580."),
     ("A", "Verstanden, das bleibt bei dir."),
     ("Anna", "Lisa hat mir erzählt, dass ihr Nachbar schwer krank ist."),
     ("A", "Das ist seine Privatsache."),
@@ -112,7 +112,7 @@ def test_a_long_german_conversation_keeps_the_corrected_value_the_date_and_the_p
     texts = " | ".join(memory.content for memory in memories)
     assert any("4712" in m.content for m in memories) and "4711" not in texts, texts
     assert any("2026-03-20" in m.content for m in memories), texts
-    gift = [m for m in memories if "Geschenk" in m.content or "Skiern" in m.content]
-    assert gift and all(m.scope == Scope.PRIVATE and m.owner_id == people["Marco"].pk for m in gift), texts
+    lock = [m for m in memories if "2580" in m.content]
+    assert lock and all(m.scope == Scope.PRIVATE and m.owner_id == people["Marco"].pk for m in lock), texts
     for never in ("sonnig", "15 Grad", "krank", "Nachbar"):
         assert never not in texts, texts

@@ -160,7 +160,7 @@ def _who(item: ExtractedItem, cited: list[PromptTurn], names: list[str]) -> Extr
         return item
     [speaker] = speakers
     content, about = item.content, item.about
-    heard = digits_read("\n".join(turn.text for turn in cited)).casefold()
+    heard = digits_read("\n".join(turn.text for turn in cited))
     named = [n for n in names if _named(n, content)]
     wrong = [n for n in named if n.casefold() != speaker.casefold() and not _named(n, heard)]
     others = [n for n in names if n.casefold() != speaker.casefold() and _named(n, heard) and n not in named]
