@@ -18,7 +18,8 @@ from transcripts.services.redaction import FORGOTTEN_MARKER
 NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"
 ASSISTANT_ONLY = "cites only the assistant's turns"
 VALUE_NOT_SAID = "a number, date, name or code that the cited user turns do not hold"
-EXAMPLE_WORDS = 2  # an example's words in an item, one of them never said: a near-copy
+EXAMPLE_WORDS = 2  # an example's words in an item, one of them its own thing never said: a near-copy
+EXAMPLE_THINGS = frozenset({"lena", "wlan", "wifi", "fisch", "pesce", "pescado", "fish"})  # what the examples are about
 SUMMARY_TURNS = 3
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")  # a resolved relative date: asked for, so not looked for
 # A time of day is not looked for either: said in words it takes forms no reader turns into digits ("halb acht"
@@ -110,8 +111,9 @@ def _heard(content: str, said: list[PromptTurn], names: list[str], present: list
 
 def copies_example(content: str, users: list[PromptTurn]) -> bool:
     """Whether ``content`` says what a worked example says: word for word, or with two or more of an example's
-    words of which one was never said in the conversation ("Anna merkt den WLAN-Code" where nobody spoke
-    of the WLAN): a small model copies the prompt's example."""
+    words of which one is the example's own thing (its name, the wifi, the fish) that nobody in the
+    conversation said ("Anna merkt den WLAN-Code" where nobody spoke of the WLAN): a small model copies the
+    prompt's example."""
     saying = same_saying(content)
     if saying in EXAMPLE_SAYINGS:
         return True
@@ -119,7 +121,7 @@ def copies_example(content: str, users: list[PromptTurn]) -> bool:
     said = content_words("\n".join(turn.text for turn in users))
     for example in EXAMPLE_SAYINGS:
         shared = words & content_words(example)
-        if len(shared) >= EXAMPLE_WORDS and shared - said:
+        if len(shared) >= EXAMPLE_WORDS and (shared & EXAMPLE_THINGS) - said:
             return True
     return False
 

@@ -54,8 +54,6 @@ Rules:
   gossip about someone's health or relationships, nothing a person asked not to remember.
 - turns: the numbers [N] of the user turns that say it. Every number, date, name and code in the
   content must appear in those turns. When a person corrects a value, keep only the corrected one.
-- What a person asks to keep to themselves ("only for me", "nur für mich", "tienilo per te", "entre
-  nosotros") is an item all the same: it is stored privately.
 - Each thing once: never repeat an item, not as a fact and again as a preference.
 - inferred: false for what a person said or confirmed; true for what you only conclude (a guess).
 - about: the name of the person the item is about; "" when it is about the household.
