@@ -64,6 +64,7 @@ ASKED_NOT_TO_REMEMBER = "a person asked not to remember it"
 QUESTION_ONLY = "cites only questions"
 HYPOTHETICAL_ONLY = "cites only hypotheticals"
 GOSSIP = "hearsay about another person's private life"
+SHARED_WORDS = 2  # an item that cites no turn is read against the user turn it shares this many words with
 REQUEST_ONLY_WORDS = 2  # a turn that says little besides "keep this between us" covers its speaker's turn before
 
 
@@ -112,9 +113,16 @@ class Said:
         return covered
 
     def cited(self, item: ExtractedItem) -> list[PromptTurn]:
-        """The user turns an item cites (none when it cites none: the rules that read a turn then do not apply)."""
+        """The user turns an item cites; when it cites none, the one user turn that shares the most of its words
+        (at least SHARED_WORDS), so that the rules that read a turn apply to it too."""
         numbers = set(item.turns)
-        return [turn for turn in self.users if turn.number in numbers]
+        if numbers:
+            return [turn for turn in self.users if turn.number in numbers]
+        words = content_words(digits_read(item.content))
+        shared, turn = max(
+            ((len(words & content_words(digits_read(t.text))), t) for t in self.users), default=(0, None)
+        )
+        return [turn] if shared >= SHARED_WORDS else []
 
 
 def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) -> str:
