@@ -119,10 +119,9 @@ class Said:
         if numbers:
             return [turn for turn in self.users if turn.number in numbers]
         words = content_words(digits_read(item.content))
-        shared, turn = max(
-            ((len(words & content_words(digits_read(t.text))), t) for t in self.users), default=(0, None)
-        )
-        return [turn] if shared >= SHARED_WORDS else []
+        scored = [(len(words & content_words(digits_read(t.text))), -t.number, t) for t in self.users]
+        best = max(scored, key=lambda row: row[:2], default=None)
+        return [best[2]] if best is not None and best[0] >= SHARED_WORDS else []
 
 
 def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) -> str:
