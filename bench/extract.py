@@ -156,7 +156,7 @@ def stores_one_by_one():
     """While open, the extraction service stores its items with one ``memory_store`` call each, as before
     batching (``memory_store_batch`` promises the same outcomes): the baseline of the same run."""
     from memories.services.store import memory_store
-    from transcripts.services import extraction
+    from transcripts.services.extraction import store as extraction
 
     def one_by_one(*, drafts, actor, embeddings, embedder):
         return [
@@ -572,7 +572,7 @@ def main() -> None:
     from people.models import Person, Room
     from transcripts.models import Conversation
     from transcripts.schemas import ExtractedItem, Extraction
-    from transcripts.services.extraction import extraction_store
+    from transcripts.services.extraction.store import extraction_store
 
     rng = np.random.default_rng(7)
     de_sentences, de_questions = texts("de")

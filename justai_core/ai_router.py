@@ -5,6 +5,8 @@ One client (the ``openai`` SDK with a ``base_url``) covers Ollama, llama.cpp, vL
 environment (``AI_<ROLE>_*``, see docs/configuration.md, "AI router"); presets fill in what is not set.
 """
 
+import hashlib
+import hmac
 import ipaddress
 import logging
 import os
@@ -117,7 +119,10 @@ class Provider:
         return self.location == CLOUD
 
     def api_key(self) -> str:
-        """The key from the environment variable named by the settings; local servers get a placeholder."""
+        """The key from the environment variable named by the settings; the embedded model its installation's key;
+        other local servers get a placeholder."""
+        if not self.api_key_env and self.name == "embedded":
+            return embedded_api_key()
         if not self.api_key_env:
             return "not-needed"  # the SDK insists on a key; Ollama and llama.cpp ignore it
         key = os.environ.get(self.api_key_env, "")
@@ -176,6 +181,13 @@ def embedded_port(data_dir) -> int:
     first, last = EMBEDDED_PORTS
     path = os.path.abspath(os.path.expanduser(str(data_dir)))
     return first + zlib.crc32(path.encode()) % (last - first)
+
+
+def embedded_api_key() -> str:
+    """The key the embedded model's server takes requests with: this installation's own, derived from its
+    SECRET_KEY (the server and every client of one installation agree; another installation or a web page on
+    the machine does not know it). Never configured, never logged."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"justai-memory embedded model", hashlib.sha256).hexdigest()
 
 
 def embedded_base_url(data_dir) -> str:

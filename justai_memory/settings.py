@@ -311,6 +311,9 @@ AI_MEMORY_MAX_TOKENS = env.int("AI_MEMORY_MAX_TOKENS", default=4096)
 # AI_MEMORY_PROVIDER=embedded: the GGUF file the run command serves (justai_memory/serving/embedded_model.py); empty: the one
 # `manage.py fetch_model` fetched, else the bundled smoke-test model.
 AI_MEMORY_MODEL_FILE = env.str("AI_MEMORY_MODEL_FILE", default="")
+# Set by the run command for its children when the embedded model is the bundled SmolLM2-135M: a smoke-test model,
+# whose answers are read but never stored (docs/extraction.md, decisions/0027).
+AI_MEMORY_SMOKE_MODEL = env.bool("AI_MEMORY_SMOKE_MODEL", default=False)
 AI_EMBEDDED_THREADS = env.int("AI_EMBEDDED_THREADS", default=2)
 AI_EMBEDDED_CONTEXT = env.int("AI_EMBEDDED_CONTEXT", default=8192)  # tokens: the prompt (~1-7k) and the answer
 AI_EMBEDDED_START_SECONDS = env.int("AI_EMBEDDED_START_SECONDS", default=120)  # the run command waits this long
@@ -319,6 +322,8 @@ AI_EMBEDDED_START_SECONDS = env.int("AI_EMBEDDED_START_SECONDS", default=120)  #
 EXTRACTION_MAX_ATTEMPTS = env.int("EXTRACTION_MAX_ATTEMPTS", default=3)
 EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
+# A conversation is asked this many user turns at a time (0: whole); docs/decisions/0027-extraction-in-windows.md.
+EXTRACTION_WINDOW_USER_TURNS = env.int("EXTRACTION_WINDOW_USER_TURNS", default=0)
 CONVERSATION_IDLE_MINUTES = env.int("CONVERSATION_IDLE_MINUTES", default=30)
 # Language detection of texts stored without a language (memories.languages): "high" (lingua's
 # high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,

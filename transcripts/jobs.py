@@ -7,7 +7,7 @@ import logging
 
 from transcripts.models import Conversation
 from transcripts.services.conversations import conversations_sweep
-from transcripts.services.extraction import conversation_extract, conversations_extract_resume
+from transcripts.services.extraction.run import conversation_extract, conversations_extract_resume
 from transcripts.services.retention import transcripts_purge
 
 logger = logging.getLogger(__name__)

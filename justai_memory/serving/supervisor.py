@@ -306,6 +306,8 @@ def model_server_child(env: dict[str, str], budget: dict) -> ModelServer | None:
     if port != taken:
         env["AI_MEMORY_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         logger.warning("the embedded model's port %s is taken; it serves on 127.0.0.1:%s", taken, port)
+    if choice.source == "bundled":
+        env["AI_MEMORY_SMOKE_MODEL"] = "1"  # every child: extraction stores nothing, health says how to get a real one
     if choice.warning:
         logger.warning("%s", choice.warning)
     logger.info("model: %s (%s) on 127.0.0.1:%s", choice.path, choice.source, port)

@@ -27,7 +27,7 @@ from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus, Role
 from transcripts.selectors import EXTRACT_JOB
-from transcripts.services.extraction import RETRY_SCHEDULE
+from transcripts.services.extraction.run import RETRY_SCHEDULE
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db

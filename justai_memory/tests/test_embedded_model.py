@@ -112,7 +112,8 @@ def test_the_run_command_serves_the_bundled_model_on_its_installations_port(sett
         child.health_url == f"http://127.0.0.1:{port}/health"
         and child.argv[-1] == "justai_memory.serving.embedded_model"
     )
-    assert "smoke-test model" in caplog.text and env == {}
+    # every child is told: extraction stores nothing from a smoke-test model, and health says how to get a real one
+    assert "smoke-test model" in caplog.text and env == {"AI_MEMORY_SMOKE_MODEL": "1"}
 
 
 def test_a_taken_port_is_replaced_by_a_free_one_that_every_child_is_told(settings, caplog, tmp_path):

@@ -113,10 +113,10 @@ def test_three_german_conversations_through_the_bundled_model_end_done():
                 ).fetchall()
             )
         learnt = {cid: len(stats[cid].get("memory_ids", [])) for cid in ids}
-        # The bundled 135M model is a smoke test: with greedy decoding one of the three answers may hold
-        # only items that copy the prompt's worked example or say nothing that was said, which are dropped
-        # (stats.ungrounded). The household learns from the conversations; every one ends done.
-        assert sum(1 for cid in ids if learnt[cid] > 0) >= 2, (learnt, stats, errors)
+        # The bundled 135M model is a smoke test of the loop: its answers are read, never stored (it stores
+        # mostly wrong items: docs/decisions/0027); every conversation ends done and says why nothing was kept.
+        assert learnt == dict.fromkeys(ids, 0), (learnt, stats, errors)
+        assert all("smoke-test model" in stats[cid]["stored"] for cid in ids), stats
 
         model.kill()  # a crashed model is restarted by the supervisor
         deadline = time.monotonic() + 90

@@ -16,7 +16,7 @@ from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
 from memories.selectors.privacy import model_location_of
 from transcripts.models import Conversation, EndedBy, ExtractionStatus, Role, Turn
 from transcripts.selectors import conversations_idle
-from transcripts.services.extraction import conversation_extract_queue, conversations_extract_sweep
+from transcripts.services.extraction.run import conversation_extract_queue, conversations_extract_sweep
 
 NO_TURNS = f"'turns' must hold 1 to {MAX_TURNS_PER_CALL} turns."
 ROLE_INVALID = "'role' must be one of: user, assistant, system, tool."

@@ -14,7 +14,7 @@ from django.db import transaction
 from django_q.models import Schedule
 
 from transcripts.models import Conversation, ExtractionStatus
-from transcripts.services.extraction import RETRY_SCHEDULE, conversation_extract_queue
+from transcripts.services.extraction.run import RETRY_SCHEDULE, conversation_extract_queue
 
 # waiting_model: a re-run asks the model now (and waits again when it still does not answer).
 RERUN_ALLOWED = (

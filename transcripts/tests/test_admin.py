@@ -15,7 +15,7 @@ from people.tests.factories import PersonFactory
 from transcripts.admin import stats_text
 from transcripts.models import Conversation
 from transcripts.selectors import EXTRACT_JOB
-from transcripts.services.extraction import conversation_extract
+from transcripts.services.extraction.run import conversation_extract
 from transcripts.tests.conftest import memory_role
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 from transcripts.tests.fake_llm import extraction_answer

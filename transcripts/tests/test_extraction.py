@@ -28,12 +28,12 @@ from transcripts.models import Conversation, ExtractionStatus
 from transcripts.schemas import EXTRACTION_SCHEMA, extraction_parse
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.conversations import conversation_end
-from transcripts.services.extraction import (
+from transcripts.services.extraction.prompt import extraction_max_tokens
+from transcripts.services.extraction.run import (
     RETRY_SCHEDULE,
     conversation_extract,
     conversation_extract_queue,
     conversations_extract_sweep,
-    extraction_max_tokens,
 )
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory
@@ -434,26 +434,27 @@ def test_a_slow_model_that_keeps_writing_is_waited_for(fake_llm, settings):
     assert Memory.objects.filter(content=KEY_FACT).exists()
 
 
-def test_an_answer_that_repeats_itself_is_stopped_at_the_first_repeat(fake_llm):
+def test_an_answer_that_loops_is_stopped_where_it_loops(fake_llm):
     code = "Der Code für das Gartentor ist 4711."
     looping = extraction_answer(facts=[KEY_FACT, code] + [code] * 38, summary="Anna sprach vom Tor.")
     fake_llm.reply_streamed(looping, chunk_chars=12)
     conversation = extract(talk(KEY_FACT, "Und der Code für das Gartentor ist 4711."))
     stats = conversation.extraction_stats
     assert conversation.extraction_status == "done"
-    assert stats["answer"] == "stopped at a repeat: 2 items kept" and stats["repeats"] == 1
-    assert stats["answer_tokens"] * 12 < len(looping) / 10  # the rest of the loop was never read
+    assert stats["answer"] == "stopped at a loop: 2 items kept" and stats["repeats"] == 2
+    assert stats["answer_tokens"] * 12 < len(looping) / 5  # the rest of the loop was never read
     assert sorted(Memory.objects.values_list("content", flat=True)) == sorted([KEY_FACT, code])
 
 
 def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(fake_llm):
-    fake_llm.reply(extraction_answer(facts=[KEY_FACT, KEY_FACT.upper().rstrip(".")], preferences=[KEY_FACT]))
-    conversation = extract(talk(KEY_FACT))
+    tea = "Anna trinkt morgens Tee."
+    fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT], preferences=[KEY_FACT.upper().rstrip("."), tea]))
+    conversation = extract(talk(KEY_FACT, tea))
     stats = conversation.extraction_stats
-    # the stream ends at the first repeat; what came before it is stored once
-    assert (stats["extracted"], stats["repeats"], stats["created"]) == (1, 1, 1)
-    assert stats["answer"] == "stopped at a repeat: 1 items kept"
-    assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
+    # a repeated item (a fact and again as a preference) is dropped, and the answer goes on past it
+    assert (stats["extracted"], stats["repeats"], stats["created"]) == (2, 1, 2)
+    assert stats["answer"] == "whole"
+    assert sorted(Memory.objects.values_list("content", flat=True)) == sorted([KEY_FACT, tea])
     # read whole (a server that does not stream), every repeat is counted and dropped
     parsed = extraction_parse(text=extraction_answer(facts=[KEY_FACT, KEY_FACT.upper()], preferences=[KEY_FACT]))
     assert (len(parsed.items), parsed.repeats) == (1, 2)
@@ -462,7 +463,7 @@ def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(fake_
 def test_the_answers_bound_follows_what_was_said(fake_llm):
     extract(talk("Der Code ist 4711."))
     extract(talk(*[f"{KEY_FACT} Satz {n}." for n in range(30)]))
-    short, long = (request.body["max_tokens"] for request in fake_llm.requests)
+    short, long = (request.body["max_tokens"] for request in fake_llm.requests[:2])  # each window's bound
     assert short < 300 < long
     assert all(request.body["stream"] for request in fake_llm.requests)
 
@@ -777,7 +778,8 @@ def test_each_item_is_grounded_in_the_user_turns_it_cites_and_the_rest_is_droppe
     assert "9876" not in json.dumps(stats) and "Keller" not in json.dumps(stats)
     code = Memory.objects.get(content="Der Code für das Gartentor ist 4711.")
     tea = Memory.objects.get(content="Anna trinkt morgens lieber Tee.")
-    assert stats["grounds"] == {str(code.pk): [said[0].pk], str(tea.pk): [said[2].pk]}
+    summary = Memory.objects.get(kind="episode")
+    assert stats["grounds"] == {str(code.pk): [said[0].pk], str(tea.pk): [said[2].pk], str(summary.pk): [said[0].pk]}
     assert not Memory.objects.filter(content__contains="9876").exists()
     assert not Memory.objects.filter(content__contains="Tom").exists()
     # what the model was not asked comes from rules: the speaker's preference is hers, a stated code shared
@@ -819,9 +821,9 @@ def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
 
 
 def test_a_long_transcript_is_read_in_windows_that_keep_the_turns_numbers(fake_llm, monkeypatch):
-    from transcripts.services import extraction
+    from transcripts.services.extraction import prompt
 
-    monkeypatch.setattr(extraction, "MAX_TRANSCRIPT_CHARS", 150)
+    monkeypatch.setattr(prompt, "MAX_TRANSCRIPT_CHARS", 150)
     conversation = talk(KEY_FACT, "Der Code für das Gartentor ist 4711.", "Die Katze heißt Minka.")
     fake_llm.reply(asked_answer(facts=[item(KEY_FACT, [1])]))
     fake_llm.reply(asked_answer(facts=[item("Der Code für das Gartentor ist 4711.", [3]), item(KEY_FACT, [1])]))
