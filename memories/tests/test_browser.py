@@ -226,8 +226,11 @@ def test_a_family_admin_reads_the_status_a_trail_and_a_persons_page_and_forgets_
 
     # The home page is the status page: model, cluster, the failed extraction with its retry, three charts.
     assert page.locator("#status-model").is_visible() and page.locator("#status-cluster").is_visible()
-    extractions = page.inner_text("#status-extractions")
-    assert f"#{failed.pk}" in extractions and "APIConnectionError" in extractions
+    # The failed conversation is named by who and where (a link to its page); the model's error is folded away.
+    link = page.locator(f'#status-extractions a[href$="/transcripts/conversation/{failed.pk}/change/"]')
+    assert link.count() == 1 and kitchen.name in link.inner_text()
+    assert "APIConnectionError" not in page.inner_text("#status-extractions")
+    assert "APIConnectionError" in page.locator("#status-extractions details.operator-detail pre").text_content()
     assert page.locator("svg.status-chart").count() == 3
     assert "2 merged, 1 superseded, 0 deleted" in page.inner_text("#status-consolidation")
     page.screenshot(path=artefacts / "1-status.png", full_page=True)
@@ -265,7 +268,9 @@ def test_a_family_admin_reads_the_status_a_trail_and_a_persons_page_and_forgets_
     assert "Was der Assistent über Julia weiß" in page.inner_text("#content")
     memories = page.inner_text("#person-memories")
     assert "Zahnarzttermin" in memories and "grünen Tee" in memories and "aus einem Gespräch" in memories
-    assert f"#{conversation.pk}" in page.inner_text("#person-conversations")  # she spoke a turn in Marco's
+    # She spoke a turn in Marco's: listed by when, where and who, and linked to its page.
+    assert "Marco" in page.inner_text("#person-conversations")
+    assert page.locator(f'#person-conversations a[href$="/transcripts/conversation/{conversation.pk}/change/"]').count()
     page.screenshot(path=artefacts / "7-person-de.png", full_page=True)
     page.locator("#person-memories tr", has_text="Zahnarzttermin").locator("a.forget-link").click()
     page.wait_for_selector("#forget-text")
