@@ -4,8 +4,8 @@ import pytest
 from django.test import override_settings
 
 from memories.embedders import embedder_by_name
+from memories.embedding_space import forget_verification
 from memories.models import EmbeddingSpace
-from memories.services.embeddings import forget_verification
 
 
 @pytest.fixture(autouse=True)

@@ -85,9 +85,9 @@ def main() -> None:
 
     from justai_core import ai_router
     from justai_memory.serving import embedded_model
+    from memories.embedding_space import active_embedder
     from memories.models import Memory
     from memories.selectors.recall import prompt_block
-    from memories.services.embeddings import active_embedder
     from memories.services.recall import memory_recall
 
     samples = json.loads(args.data.read_text(encoding="utf-8"))

@@ -390,10 +390,10 @@ def pair_recall(
 
 
 def run_once(plan: Plan, *, warm_up: bool, check_recall: bool = False) -> dict:
+    from memories.embedding_space import active_embedder
     from memories.models import Memory
     from memories.selectors.near_duplicates import near_duplicate_pairs
     from memories.services.consolidate import memories_consolidate
-    from memories.services.embeddings import active_embedder
 
     build_s = load(plan)
     plans = search_plans()

@@ -289,8 +289,8 @@ def growth() -> None:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
+    from memories.embedding_space import active_embedder
     from memories.models import Memory
-    from memories.services.embeddings import active_embedder
     from memories.services.store import MemoryDraft, memory_store_batch
     from people.models import Person
 
@@ -566,9 +566,9 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from pgvector.django import CosineDistance
 
+    from memories.embedding_space import active_embedder
     from memories.models import Memory, Tombstone
     from memories.selectors.nearest import nearest_memories_many
-    from memories.services.embeddings import active_embedder
     from people.models import Person, Room
     from transcripts.models import Conversation
     from transcripts.schemas import ExtractedItem, Extraction

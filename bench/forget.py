@@ -110,9 +110,9 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
     import numpy as np
 
     from memories.digests import digest_key, distinctive_tokens, marks_needed, word_marks
+    from memories.embedding_space import active_embedder
     from memories.models import Memory, Provenance, Source, Tombstone
     from memories.selectors.tombstones import tombstone_hits_many
-    from memories.services.embeddings import active_embedder
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
     from people.models import Person, Room
@@ -538,10 +538,10 @@ def main() -> None:
 
     from pgvector.django import CosineDistance
 
+    from memories.embedding_space import active_embedder
     from memories.models import Memory, Provenance, Source, Tombstone
     from memories.selectors.forget import forget_matches
     from memories.selectors.tombstones import tombstone_hits
-    from memories.services.embeddings import active_embedder
     from memories.services.forget import forget_request_confirm, forget_request_create
     from people.models import Room
 

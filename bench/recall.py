@@ -513,9 +513,9 @@ def main() -> None:
 
     from django.db import connection
 
+    from memories.embedding_space import active_embedder
     from memories.models import Memory, Tombstone
     from memories.selectors import keywords
-    from memories.services.embeddings import active_embedder
     from people.models import Person, Room
     from transcripts.models import Conversation, Turn
 

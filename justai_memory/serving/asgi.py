@@ -132,7 +132,7 @@ WARM_QUESTION = "Was war letzte Woche im Mai?"
 
 
 def _warm_embedders() -> None:
-    from memories.services.embeddings import active_embedder
+    from memories.embedding_space import active_embedder
 
     embedder = active_embedder()  # checked against the stored vectors (one query)
     embedder.embed_query(WARM_QUESTION)

@@ -56,7 +56,7 @@ def database_status() -> dict:
 def embedder_status(*, database_ok: bool) -> dict:
     """The configured embedder loads (and, with the database up, matches the stored vectors)."""
     from memories.embedders import get_embedder
-    from memories.services.embeddings import active_embedder
+    from memories.embedding_space import active_embedder
 
     try:
         embedder = active_embedder() if database_ok else get_embedder()

@@ -37,6 +37,7 @@ from django_q.tasks import async_task
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
+from memories.embedding_space import active_embedder
 from memories.locks import LockId, advisory_lock, advisory_lock_free
 from memories.models import (
     PROVENANCE_RANK,
@@ -52,7 +53,6 @@ from memories.models import (
 from memories.scopes import DUPLICATE_SCOPE_KEYS, duplicate_scope_columns
 from memories.selectors.duplicates import is_duplicate
 from memories.selectors.near_duplicates import Pair, near_duplicate_pairs, pairs_within
-from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_merge_away
 
 logger = logging.getLogger(__name__)

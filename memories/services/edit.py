@@ -10,11 +10,11 @@ from django.db import transaction
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.errors import ApplicationError
+from memories.embedding_space import active_embedder
 from memories.models import AuditAction, Kind, Memory, Provenance, Scope, Source, Status
 from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_candidates, nearest_duplicate
 from memories.selectors.tombstones import tombstone_hits
 from memories.services.audit import audit_record
-from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_merge_away
 from memories.services.store import (
     MemoryDraft,

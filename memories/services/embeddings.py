@@ -1,5 +1,5 @@
 """Switching the stored vectors to another embedder (re-embedding); which one they belong to is
-``memories.embedding_space`` (its names are importable from here too, for the services that use them)."""
+``memories.embedding_space``, the one import path of its names."""
 
 import logging
 from collections.abc import Callable
@@ -8,25 +8,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 
 from memories.embedders import Embedder, embedder_by_name, get_embedder, vector_literal
-from memories.embedding_space import (
-    EmbedderMismatch,
-    active_embedder,
-    embedding_column_dim,
-    embedding_space_verify,
-    forget_verification,
-)
+from memories.embedding_space import embedding_column_dim, forget_verification
 from memories.locks import LockId, advisory_lock
 from memories.models import EmbeddingSpace, Memory, Tombstone
 
-__all__ = [
-    "EmbedderMismatch",
-    "active_embedder",
-    "embedding_column_dim",
-    "embedding_space_verify",
-    "forget_verification",
-    "memories_reembed",
-    "tombstone_embedders_check",
-]
+__all__ = ["memories_reembed", "tombstone_embedders_check"]
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from justai_core.errors import ApplicationError
 from memories.actors import Actor
 from memories.digests import key_marks, name_words, token_digests, word_marks
 from memories.embedders import embedder_by_name
+from memories.embedding_space import embedding_space_verify
 from memories.limits import MAX_TOKEN_CHARS
 from memories.models import AuditAction, ForgetRequest, Memory, Scope, Tombstone
 from memories.scopes import duplicate_scope
@@ -28,7 +29,6 @@ from memories.selectors.forget import forget_matches, forget_with_duplicates
 from memories.selectors.person import person_memories
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for
 from memories.services.audit import audit_record
-from memories.services.embeddings import embedding_space_verify
 from memories.services.store import duplicate_scopes_lock
 from people.models import Person
 

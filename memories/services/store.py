@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from justai_core.errors import ApplicationError
 from memories.embedders import Embedder, vector_literal
+from memories.embedding_space import active_embedder
 from memories.languages import language_check, language_for
 from memories.limits import MAX_TEXT_CHARS
 from memories.locks import LockId, advisory_xact_locks_wait
@@ -37,7 +38,6 @@ from memories.scopes import (
 from memories.selectors.duplicates import DUPLICATE_CANDIDATES, duplicate_scope_memories, nearest_duplicate
 from memories.selectors.nearest import nearest_memories_many
 from memories.selectors.tombstones import tombstone_hits_many
-from memories.services.embeddings import active_embedder
 from memories.services.fold import memories_fold
 
 logger = logging.getLogger(__name__)

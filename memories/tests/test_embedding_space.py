@@ -6,15 +6,15 @@ from django.db import connection
 from django.test import override_settings
 
 from memories.embedders import embedder_by_name
-from memories.models import EmbeddingSpace, Memory, Provenance, Source, Tombstone
-from memories.services.consolidate import memories_consolidate
-from memories.services.embeddings import (
+from memories.embedding_space import (
     EmbedderMismatch,
     active_embedder,
     embedding_column_dim,
     embedding_space_verify,
     forget_verification,
 )
+from memories.models import EmbeddingSpace, Memory, Provenance, Source, Tombstone
+from memories.services.consolidate import memories_consolidate
 from memories.services.forget import memories_forget
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 

@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from django.db import transaction
 
 from memories.digests import digest_keys, digest_spans, token_digests, token_keys
+from memories.embedding_space import active_embedder
 from memories.matching import MONTH_PATTERN
 from memories.models import Tombstone
 from memories.selectors.tombstones import tombstone_hits_many
-from memories.services.embeddings import active_embedder
 from people.models import Household
 from transcripts.models import FORGOTTEN_MARKER, Turn
 

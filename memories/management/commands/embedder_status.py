@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from memories.services.embeddings import embedding_space_verify
+from memories.embedding_space import embedding_space_verify
 
 
 class Command(BaseCommand):

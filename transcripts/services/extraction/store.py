@@ -1,9 +1,9 @@
 """The store: a grounded answer's items and summary as memories, in one batch, with the run's stats."""
 
 from memories.actors import Actor
+from memories.embedding_space import active_embedder
 from memories.languages import detection_languages
 from memories.models import Memory, Provenance, Scope, Source
-from memories.services.embeddings import active_embedder
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from people.models import Person
 from transcripts.models import Conversation, Turn
