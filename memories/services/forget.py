@@ -28,9 +28,9 @@ from memories.scopes import duplicate_scope
 from memories.selectors.forget import forget_matches, forget_with_duplicates
 from memories.selectors.person import person_memories
 from memories.selectors.privacy import FORGET_NEEDS_LOCAL, memories_allowed_for
+from memories.selectors.topic import household_names
 from memories.services.audit import audit_record
 from memories.services.store import duplicate_scopes_lock
-from people.models import Person
 
 logger = logging.getLogger(__name__)
 
@@ -63,8 +63,7 @@ def _scopes_lock(memory_ids: list[int]) -> None:
 
 def _household_names() -> frozenset[str]:
     """The words of the household's names and aliases: a tombstone's key marks leave them out (who, not what)."""
-    rows = Person.objects.values_list("name", "aliases")
-    return name_words(part for name, aliases in rows for part in (name, *aliases))
+    return name_words(household_names())
 
 
 @transaction.atomic
