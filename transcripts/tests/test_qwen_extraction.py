@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from justai_core.ai_router import embedded_api_key
+from justai_core.ai_router import EMBEDDED_PORTS, embedded_api_key
 from justai_memory.serving.embedded_model import FETCH_NAME, free_loopback_port
 from memories.models import Memory, Scope
 from people.tests.factories import PersonFactory, RoomFactory
@@ -59,7 +59,7 @@ def qwen_file() -> Path:
 @pytest.fixture
 def qwen_server(settings):
     """The Qwen file served as the embedded provider serves it, on a free loopback port; its base URL."""
-    port = free_loopback_port()
+    port = free_loopback_port(EMBEDDED_PORTS[0])
     code = (
         "import os; from pathlib import Path; from justai_memory.serving.embedded_model import serve; "
         f"serve(path=Path({str(qwen_file())!r}), port={port}, threads=2, context=8192, max_tokens=4096, "
