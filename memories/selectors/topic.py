@@ -20,6 +20,7 @@ bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-nam
 """
 
 import functools
+import hashlib
 import re
 import threading
 import unicodedata
@@ -125,21 +126,26 @@ def titled_names(text: str) -> tuple[set[str], str]:
     return found, TITLED.sub(NEUTRAL, text) if found else text
 
 
-_cache: OrderedDict = OrderedDict()
+_cache: OrderedDict = OrderedDict()  # (judge, SHA-256 of a masked text) -> vector: it keeps no text, forgotten or not
 _cache_lock = threading.Lock()
+
+
+def _key(judge, text: str) -> tuple[str, bytes]:
+    return judge.name, hashlib.sha256(text.encode()).digest()
 
 
 def masked_vectors(judge, texts: list[str]) -> np.ndarray:
     """The judge's document vectors of ``texts``, from the per-process cache where it has them."""
+    keys = {text: _key(judge, text) for text in texts}
     with _cache_lock:
-        known = {text: _cache[(judge.name, text)] for text in texts if (judge.name, text) in _cache}
-    missing = [text for text in dict.fromkeys(texts) if text not in known]
+        known = {text: _cache[key] for text, key in keys.items() if key in _cache}
+    missing = [text for text in keys if text not in known]
     if missing:
         for text, vector in zip(missing, judge.embed_documents(missing), strict=True):
             known[text] = vector
         with _cache_lock:
             for text in missing:
-                _cache[(judge.name, text)] = known[text]
+                _cache[keys[text]] = known[text]
             while len(_cache) > CACHE_SIZE:
                 _cache.popitem(last=False)
     return np.asarray([known[text] for text in texts])
