@@ -78,7 +78,6 @@ def qwen_server(settings):
                 time.sleep(1)
         base_url = f"http://127.0.0.1:{port}/v1"
         settings.AI_ROLES = {"memory": {"provider": "embedded", "base_url": base_url}}
-        settings.AI_TIMEOUT = 600.0  # a loaded 2-core machine: the next token may take long; every token is waited for
         yield base_url
     finally:
         process.send_signal(signal.SIGTERM)
