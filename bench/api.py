@@ -74,6 +74,7 @@ def main() -> None:
     from django.test import Client, RequestFactory
 
     from justai_memory.api.parser import BoundedJsonParser
+    from memories.caller import Caller
     from memories.models import Memory
     from memories.services.recall import memory_recall
     from memories.services.remember import memory_remember
@@ -113,7 +114,9 @@ def main() -> None:
             "recall: memory_recall()",
             timed(
                 lambda: memory_recall(
-                    query=next(queries), speaker=anna, room=room, model_location="local", language="de", limit=10
+                    query=next(queries),
+                    caller=Caller(room=room, speaker=anna, model_location="local", language="de"),
+                    limit=10,
                 ),
                 args.calls,
             ),
