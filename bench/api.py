@@ -90,8 +90,7 @@ def main() -> None:
     for i in range(args.memories):
         memory_remember(
             content=f"{rng.choice(FACTS)} (Notiz {i})",
-            speaker=rng.choice(people),
-            room=rng.choice(rooms),
+            caller=Caller(room=rng.choice(rooms), speaker=rng.choice(people), model_location="cloud"),
             language="de",
             scope=rng.choice(["shared", "room", "private"]),
         )
@@ -136,8 +135,7 @@ def main() -> None:
             timed(
                 lambda: memory_remember(
                     content=f"Bench-Notiz Nummer {next(written)} über den Garten.",
-                    speaker=anna,
-                    room=room,
+                    caller=Caller(room=room, speaker=anna, model_location="cloud"),
                     language="de",
                 ),
                 args.calls,

@@ -345,6 +345,7 @@ def print_parts_ratio(recall: dict) -> None:
 
 
 def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
+    from memories.caller import Caller
     from memories.models import AuditEvent, Memory
     from memories.services.remember import memory_remember
 
@@ -357,7 +358,10 @@ def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
         with sql_timer() as spent:
             t0 = time.perf_counter()
             result = memory_remember(
-                content=content, speaker=speaker, room=rooms[rng.randrange(ROOMS)], language=language, scope=scope
+                content=content,
+                caller=Caller(room=rooms[rng.randrange(ROOMS)], speaker=speaker, model_location="cloud"),
+                language=language,
+                scope=scope,
             )
             elapsed = (time.perf_counter() - t0) * 1000
         if result.outcome == "created":

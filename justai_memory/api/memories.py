@@ -124,10 +124,8 @@ def remember(request, payload: RememberIn):
     about = lookup(Person, payload.about_id, field="about_id")
     result = memory_remember(
         content=payload.content,
-        speaker=caller.speaker,
-        room=caller.room,
+        caller=caller,
         language=payload.language,
-        conversation_language=caller.language,
         scope=payload.scope,
         kind=payload.kind,
         about=about,

@@ -284,8 +284,7 @@ def remember(
     def run(caller: RequestCaller) -> str:
         result = memory_remember(
             content=content,
-            speaker=caller.speaker,
-            room=caller.room,
+            caller=caller,
             language=language,
             scope=scope,
             kind=kind,

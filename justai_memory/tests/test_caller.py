@@ -26,6 +26,7 @@ from memories.selectors.privacy import MODEL_LOCATION_INVALID, MODEL_LOCATION_RE
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM
 from memories.services.forget import forget_request_create
 from memories.services.recall import memory_recall
+from memories.services.remember import memory_remember
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation
@@ -172,7 +173,9 @@ def test_a_caller_value_holds_only_a_resolved_location():
 
 
 @pytest.mark.parametrize(
-    "service", [memory_recall, forget_request_create, procedures_for, conversation_start], ids=lambda f: f.__name__
+    "service",
+    [memory_recall, forget_request_create, memory_remember, procedures_for, conversation_start],
+    ids=lambda f: f.__name__,
 )
 def test_a_service_takes_the_caller_value_never_its_fields(service):
     # (conversation_start's own ``language`` is the new conversation's, not the caller's.)

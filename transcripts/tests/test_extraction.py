@@ -286,7 +286,7 @@ def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confir
     assert (stored.provenance, stored.confidence) == ("inferred", INFERRED_MAX_CONFIDENCE)
     assert Memory.objects.get(content="Anna geht jeden Morgen spazieren.").provenance == "extracted"
 
-    result = memory_remember(content=guess, speaker=anna, room=room)
+    result = memory_remember(content=guess, caller=Caller(room=room, speaker=anna, model_location="cloud"))
     assert (result.outcome, result.memory.pk) == ("merged", stored.pk)
     stored.refresh_from_db()
     assert (stored.provenance, stored.source, stored.confidence) == ("confirmed", "tool", 1.0)
