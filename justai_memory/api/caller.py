@@ -45,8 +45,8 @@ MODEL_LOCATION_DESCRIPTION = (
     "household allows it. Required unless the request names a conversation_id: then the conversation's location "
     "applies too (cloud if either says so)."
 )
-ModelLocation = Annotated[Literal[MODEL_LOCATIONS], Field(description=MODEL_LOCATION_DESCRIPTION)]
-ModelLocationOrNone = Annotated[Literal[MODEL_LOCATIONS] | None, Field(description=MODEL_LOCATION_DESCRIPTION)]
+LocationSaid = Annotated[Literal[MODEL_LOCATIONS], Field(description=MODEL_LOCATION_DESCRIPTION)]
+LocationSaidOrNone = Annotated[Literal[MODEL_LOCATIONS] | None, Field(description=MODEL_LOCATION_DESCRIPTION)]
 
 
 class CallerIn(Input):
@@ -55,7 +55,7 @@ class CallerIn(Input):
     room_id: RoomId
     speaker_id: SpeakerId = None
     conversation_id: ConversationId = None
-    model_location: ModelLocationOrNone = None
+    model_location: LocationSaidOrNone = None
 
 
 @dataclass(frozen=True)

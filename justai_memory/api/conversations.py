@@ -5,7 +5,7 @@ from typing import Literal
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from justai_memory.api.caller import ModelLocation, RoomId, SpeakerId, caller_of
+from justai_memory.api.caller import LocationSaid, RoomId, SpeakerId, caller_of
 from justai_memory.api.common import ERRORS, Id, Input, LanguageCode, Text, lookup
 from justai_memory.api.memories import TurnOut
 from memories.limits import MAX_TURNS_PER_CALL
@@ -29,7 +29,7 @@ class ConversationIn(Input):
     room_id: RoomId
     speaker_id: SpeakerId = None
     language: LanguageCode = Field(description="ISO 639-1 code of the conversation, e.g. de.")
-    model_location: ModelLocation  # required, no default: every recall with the conversation reads it
+    model_location: LocationSaid  # required, no default: every recall with the conversation reads it
 
 
 class IdOut(Schema):

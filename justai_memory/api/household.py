@@ -7,7 +7,7 @@ from ninja import Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_memory.api.caller import ModelLocationOrNone
+from justai_memory.api.caller import LocationSaidOrNone
 from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Page, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
 from memories.actors import Actor
@@ -156,7 +156,7 @@ class PersonMemoryOut(Schema):
     url_name="internal-person-memories",
 )
 @paginate(Page)
-def person_memories_list(request, person_id: Id, model_location: ModelLocationOrNone = None):
+def person_memories_list(request, person_id: Id, model_location: LocationSaidOrNone = None):
     """What the assistant would use about this person: active memories they own or that are about them,
     only those they may see as the speaker, newest first. ``model_location`` (local or cloud, required):
     where the model that reads them runs; a cloud model gets 403 with the reason unless the household allows it."""

@@ -6,7 +6,7 @@ from ninja import Query, Router, Schema
 from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_memory.api.caller import ModelLocationOrNone, RoomId, SpeakerId, caller_of
+from justai_memory.api.caller import LocationSaidOrNone, RoomId, SpeakerId, caller_of
 from justai_memory.api.common import ERRORS, Input, IsoDateTime, Page
 from memories.models import Kind
 from memories.selectors.person import procedures_for
@@ -20,7 +20,7 @@ class MemoriesQuery(Input):
     kind: Literal[Kind.PROCEDURE.value] = Field(description="Only procedures can be listed.")
     room_id: RoomId
     speaker_id: SpeakerId = None
-    model_location: ModelLocationOrNone = None
+    model_location: LocationSaidOrNone = None
 
 
 class ProcedureOut(Schema):
