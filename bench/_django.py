@@ -122,14 +122,17 @@ def cached_queries(embedder):
 def recalled_ids(*, question: str, conversation, limit: int, tuning=None) -> list[int]:
     """The memory ids ``memory_recall`` answers for the question in the conversation's room, as the API runs it
     (with ``tuning``: a variant of ``tuning()``)."""
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
 
     recalled = memory_recall(
         query=question,
-        speaker=None,
-        room=conversation.room,
-        model_location=conversation.model_location,
-        language=conversation.language,
+        caller=Caller(
+            room=conversation.room,
+            speaker=None,
+            model_location=conversation.model_location,
+            language=conversation.language,
+        ),
         limit=limit,
         tuning=tuning,
     )

@@ -85,6 +85,7 @@ def main() -> None:
 
     from justai_core import ai_router
     from justai_memory.serving import embedded_model
+    from memories.caller import Caller
     from memories.embedding_space import active_embedder
     from memories.models import Memory
     from memories.selectors.recall import prompt_block
@@ -125,7 +126,9 @@ def main() -> None:
     try:
         for _sample, room, qa in asked:
             recalled = memory_recall(
-                query=qa["question"], speaker=None, room=room, model_location="local", language="en", limit=args.limit
+                query=qa["question"],
+                caller=Caller(room=room, speaker=None, model_location="local", language="en"),
+                limit=args.limit,
             )
             for arm, block in (("memory", recalled.prompt), ("no memory", prompt_block(memories=[], language="en"))):
                 started = time.perf_counter()

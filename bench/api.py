@@ -74,6 +74,7 @@ def main() -> None:
     from django.test import Client, RequestFactory
 
     from justai_memory.api.parser import BoundedJsonParser
+    from memories.caller import Caller
     from memories.models import Memory
     from memories.services.recall import memory_recall
     from memories.services.remember import memory_remember
@@ -89,8 +90,7 @@ def main() -> None:
     for i in range(args.memories):
         memory_remember(
             content=f"{rng.choice(FACTS)} (Notiz {i})",
-            speaker=rng.choice(people),
-            room=rng.choice(rooms),
+            caller=Caller(room=rng.choice(rooms), speaker=rng.choice(people), model_location="cloud"),
             language="de",
             scope=rng.choice(["shared", "room", "private"]),
         )
@@ -113,7 +113,9 @@ def main() -> None:
             "recall: memory_recall()",
             timed(
                 lambda: memory_recall(
-                    query=next(queries), speaker=anna, room=room, model_location="local", language="de", limit=10
+                    query=next(queries),
+                    caller=Caller(room=room, speaker=anna, model_location="local", language="de"),
+                    limit=10,
                 ),
                 args.calls,
             ),
@@ -133,8 +135,7 @@ def main() -> None:
             timed(
                 lambda: memory_remember(
                     content=f"Bench-Notiz Nummer {next(written)} über den Garten.",
-                    speaker=anna,
-                    room=room,
+                    caller=Caller(room=room, speaker=anna, model_location="cloud"),
                     language="de",
                 ),
                 args.calls,

@@ -538,6 +538,7 @@ def main() -> None:
 
     from pgvector.django import CosineDistance
 
+    from memories.caller import Caller
     from memories.embedding_space import active_embedder
     from memories.models import Memory, Provenance, Source, Tombstone
     from memories.selectors.forget import forget_matches
@@ -594,7 +595,7 @@ def main() -> None:
     for d, _ in flows:
         (token, _, candidates, _), took = timed(
             lambda d=d: forget_request_create(
-                query=f"Bitte vergiss: {d}", speaker=None, room=room, model_location="local"
+                query=f"Bitte vergiss: {d}", caller=Caller(room=room, speaker=None, model_location="local")
             )
         )
         create_ms.append(took)

@@ -89,24 +89,18 @@ print("SETTINGS " + json.dumps({name: getattr(settings, name, None) for name in 
 IN_PROCESS = """
 import json, random, time
 from bench.load import recall_body
-from memories.selectors.privacy import model_location_of
+from justai_memory.api.caller import caller_of_ids
 from memories.services.recall import memory_recall
-from people.models import Person, Room
 household, seconds = json.loads(HOUSEHOLD), SECONDS
 rng, latencies = random.Random(1000), []
 end = time.perf_counter() + seconds
 while time.perf_counter() < end:
     body = recall_body(rng, household)
     began = time.perf_counter()
-    speaker = Person.objects.get(pk=body["speaker_id"]) if body.get("speaker_id") else None
-    memory_recall(
-        query=body["query"],
-        speaker=speaker,
-        room=Room.objects.get(pk=body["room_id"]),
-        model_location=model_location_of(model_location=body["model_location"]),
-        language=None,
-        limit=body["limit"],
+    caller = caller_of_ids(
+        room_id=body["room_id"], speaker_id=body.get("speaker_id"), model_location=body["model_location"]
     )
+    memory_recall(query=body["query"], caller=caller, limit=body["limit"])
     latencies.append((time.perf_counter() - began) * 1000)
 print("INPROCESS " + json.dumps({"latencies": latencies, "seconds": seconds}))
 """

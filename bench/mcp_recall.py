@@ -58,13 +58,18 @@ def free_port() -> int:
 
 
 def seed(count: int) -> tuple[int, int]:
+    from memories.caller import Caller
     from memories.services.remember import memory_remember
     from people.services import person_create, room_create
 
     room, person = room_create(name="Küche"), person_create(name="Anna", preferred_language="de")
     for n in range(count):
         language, text = FACTS[n % len(FACTS)]
-        memory_remember(content=text.format(n=n), speaker=person, room=room, language=language)
+        memory_remember(
+            content=text.format(n=n),
+            caller=Caller(room=room, speaker=person, model_location="cloud"),
+            language=language,
+        )
     return room.pk, person.pk
 
 

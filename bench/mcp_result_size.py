@@ -62,6 +62,7 @@ def main() -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     from justai_memory.api.memories import recalled
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
     from people.models import Room
 
@@ -69,7 +70,10 @@ def main() -> None:
     room = Room.objects.get(pk=room_id)
     expected = {
         limit: memory_recall(
-            query=QUERY, speaker=None, room=room, model_location="local", limit=limit, record_access=False
+            query=QUERY,
+            caller=Caller(room=room, speaker=None, model_location="local"),
+            limit=limit,
+            record_access=False,
         )
         for limit in LIMITS
     }

@@ -252,6 +252,7 @@ def summary(values: list[float]) -> str:
 def measure_recall(*, embedder, questions, people, rooms, conversations, n: int, rng) -> dict:
     """Recall timings; each question is also asked without the context path (the baseline), the two in
     alternating order so that neither always finds the caches the other warmed."""
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
     from transcripts.selectors import working_memory
 
@@ -272,10 +273,12 @@ def measure_recall(*, embedder, questions, people, rooms, conversations, n: int,
             t0 = time.perf_counter()
             result = memory_recall(
                 query=query,
-                speaker=speaker,
-                room=room,
-                model_location=conversation.model_location,
-                language=conversation.language,
+                caller=Caller(
+                    room=room,
+                    speaker=speaker,
+                    model_location=conversation.model_location,
+                    language=conversation.language,
+                ),
                 tuning=ranking,
             )
             working_memory(conversation=conversation)  # the API attaches it to every recall
@@ -342,6 +345,7 @@ def print_parts_ratio(recall: dict) -> None:
 
 
 def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
+    from memories.caller import Caller
     from memories.models import AuditEvent, Memory
     from memories.services.remember import memory_remember
 
@@ -354,7 +358,10 @@ def measure_remember(*, questions, people, rooms, n: int, rng) -> dict:
         with sql_timer() as spent:
             t0 = time.perf_counter()
             result = memory_remember(
-                content=content, speaker=speaker, room=rooms[rng.randrange(ROOMS)], language=language, scope=scope
+                content=content,
+                caller=Caller(room=rooms[rng.randrange(ROOMS)], speaker=speaker, model_location="cloud"),
+                language=language,
+                scope=scope,
             )
             elapsed = (time.perf_counter() - t0) * 1000
         if result.outcome == "created":
@@ -409,12 +416,15 @@ def statements_of(call) -> list[str]:
 
 
 def plans(*, speaker, room, conversation, question: str) -> None:
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
 
     print(f"\n== plans of one recall at full size (speaker {speaker.name}, {room.name}): {question!r}")
-    where = {"model_location": conversation.model_location, "language": conversation.language}
-    memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where)
-    sql = statements_of(lambda: memory_recall(query=question, speaker=speaker, room=room, record_access=False, **where))
+    caller = Caller(
+        room=room, speaker=speaker, model_location=conversation.model_location, language=conversation.language
+    )
+    memory_recall(query=question, caller=caller, record_access=False)
+    sql = statements_of(lambda: memory_recall(query=question, caller=caller, record_access=False))
     for kind in ("vector", "keyword", "context", "about the speaker"):
         statement = next((s for s in sql if statement_kind(s) == kind), None)
         if statement:
@@ -427,10 +437,13 @@ NEWCOMER_ROUNDS = 11
 
 def recall_ms(*, question: str, speaker, room) -> float:
     """One ``memory_recall`` (limit 10, nothing counted), in ms."""
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
 
     t0 = time.perf_counter()
-    memory_recall(query=question, speaker=speaker, room=room, model_location="local", record_access=False)
+    memory_recall(
+        query=question, caller=Caller(room=room, speaker=speaker, model_location="local"), record_access=False
+    )
     return (time.perf_counter() - t0) * 1000
 
 
@@ -438,6 +451,7 @@ def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
     from django.db import connection, transaction
     from pgvector.django import CosineDistance
 
+    from memories.caller import Caller
     from memories.models import Scope
     from memories.selectors import nearest
     from memories.selectors.recall import recall_candidates
@@ -480,7 +494,10 @@ def k_rows_check(*, embedder, newcomer, attic, questions, ordinary) -> None:
             cursor.execute("DELETE FROM memories_memory WHERE scope IN ('shared', 'system')")
         compare(visible, visible.count())
         recalled = memory_recall(
-            query=question, speaker=newcomer, room=attic, model_location="local", limit=50, record_access=False
+            query=question,
+            caller=Caller(room=attic, speaker=newcomer, model_location="local"),
+            limit=50,
+            record_access=False,
         )
         print(f"  memory_recall(limit=50): {len(recalled.memories)} memories (those above recall_min)")
         small = visible.count()

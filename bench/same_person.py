@@ -71,11 +71,15 @@ def store(people_data, *, room):
 
 def recall_ids(query, *, room, speaker, tuning=None) -> tuple[list[int], float]:
     """The ids ``memory_recall`` returns for ``query`` with ``tuning`` (None: the shipped one), and the time it took."""
+    from memories.caller import Caller
     from memories.services.recall import memory_recall
 
     start = time.perf_counter()
     result = memory_recall(
-        query=query, speaker=speaker, room=room, model_location="local", record_access=False, tuning=tuning
+        query=query,
+        caller=Caller(room=room, speaker=speaker, model_location="local"),
+        record_access=False,
+        tuning=tuning,
     )
     return [m.id for m in result.memories], time.perf_counter() - start
 

@@ -16,18 +16,19 @@ from django.utils.translation import gettext_lazy as _
 from justai_core.errors import ApplicationError
 from justai_core.locations import LOCAL, MODEL_LOCATIONS, ModelLocation
 from justai_memory.admin.trail import TrailMixin
+from justai_memory.api.caller import caller_resolve
 from memories.admin import MemoryAdmin
 from memories.admin.base import language_words
 from memories.admin.filters import label_name
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
-from memories.selectors.privacy import model_location_of
-from memories.selectors.recall import CONVERSATION_OTHER_ROOM
 from memories.services.recall import memory_recall
 from people.models import Person, Room
 from transcripts.models import Conversation
 from transcripts.selectors import working_memory
 
+# The resolver names the API's fields; the form has the objects' names.
+FORM_FIELD = {"room_id": "room", "speaker_id": "speaker", "conversation_id": "conversation"}
 # Turns are conversation content: only who may read conversations in the admin sees them here.
 VIEW_CONVERSATIONS = "transcripts.view_conversation"
 
@@ -104,27 +105,22 @@ class RecallPreviewMixin:
             data = form.cleaned_data
             conversation = data["conversation"]
             try:
-                if conversation is not None and conversation.room_id != data["room"].pk:
-                    raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation")
+                caller = caller_resolve(
+                    room=data["room"],
+                    speaker=data["speaker"],
+                    conversation=conversation,
+                    model_location=data["model_location"],
+                )
                 # The preview changes nothing: access counts and the audit trail are rolled back.
                 with transaction.atomic():
-                    result = memory_recall(
-                        query=data["query"],
-                        speaker=data["speaker"],
-                        room=data["room"],
-                        model_location=model_location_of(
-                            stored_location=conversation.model_location if conversation else None,
-                            model_location=data["model_location"],
-                        ),
-                        language=conversation.language if conversation else None,
-                        limit=data["limit"],
-                    )
+                    result = memory_recall(query=data["query"], caller=caller, limit=data["limit"])
                     transaction.set_rollback(True)
                 if conversation is not None and may_read_turns:
                     turns = working_memory(conversation=conversation)
             except ApplicationError as exc:
                 result = None
-                form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+                field = FORM_FIELD.get(exc.field, exc.field)
+                form.add_error(field if field in form.fields else None, exc.message)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

@@ -1,11 +1,13 @@
-"""Who asks: the one caller context of the JSON API and the MCP server, resolved once per request.
+"""Who asks: the one resolver of the caller, for the JSON API, the MCP server and the admin's recall preview.
 
-A caller is a room, a speaker (None: unknown), a conversation (None: none named) and where the model
-that reads the answer runs. The JSON API takes them from the request body (``caller_of``); the MCP
-server from an approved OAuth connection (``caller_of_connection``) or from its client's headers
-(``caller_of_ids`` after it read them). Every way resolves the ids and the model location here, by
-the one location rule (``memories.selectors.privacy.model_location_of``), and hands services the
-resolved values: no service resolves them again.
+A caller is a room, a speaker (None: unknown), where the model that reads the answer runs and the
+conversation's language (``memories.caller.Caller``, the value every service takes whole); a request
+also names the conversation it belongs to and, through MCP, the OAuth connection it came through
+(``RequestCaller``). One resolver takes loaded objects (``caller_resolve``: the admin's form, an OAuth
+connection); the ids a request sends are looked up and handed to it (``caller_of_ids``, ``caller_of``
+for a request body). It checks that the conversation is the room's and resolves the model location by
+the one location rule (``memories.selectors.privacy.model_location_of``); no service resolves them again.
+Each caller field has one description, here, for every schema that takes it.
 
 The location fails closed, the same rule on every surface:
 
@@ -20,7 +22,7 @@ The location fails closed, the same rule on every surface:
 """
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -28,40 +30,73 @@ from connections.models import Connection
 from justai_core.errors import ApplicationError
 from justai_core.locations import CLOUD, MODEL_LOCATIONS
 from justai_memory.api.common import Id, Input, lookup
+from memories.caller import Caller
 from memories.selectors.privacy import model_location_of
 from memories.selectors.recall import CONVERSATION_OTHER_ROOM
 from people.models import Person, Room
 from transcripts.models import Conversation
 
-ModelLocationField = Field(
-    None,
-    description="Where the model that reads the answer runs: local or cloud. Required without a conversation_id "
-    "(the cloud rule fails closed); with one, the conversation's location applies (cloud if either says so).",
+# The caller fields, each with its one description, as every request schema takes them.
+RoomId = Annotated[Id, Field(description="The room the request is made in.")]
+SpeakerId = Annotated[Id | None, Field(description="The recognised speaker; absent for an unknown speaker.")]
+ConversationId = Annotated[Id | None, Field(description="The conversation (of this room) the request belongs to.")]
+MODEL_LOCATION_DESCRIPTION = (
+    "Where the model that reads the answer runs: local or cloud; memories reach a cloud model only when the "
+    "household allows it. Required unless the request names a conversation_id: then the conversation's location "
+    "applies too (cloud if either says so)."
 )
+LocationSaid = Annotated[Literal[MODEL_LOCATIONS], Field(description=MODEL_LOCATION_DESCRIPTION)]
+LocationSaidOrNone = Annotated[Literal[MODEL_LOCATIONS] | None, Field(description=MODEL_LOCATION_DESCRIPTION)]
 
 
 class CallerIn(Input):
     """The fields of a request that say who asks (``caller_of`` resolves them): every request that reads memories."""
 
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
-    conversation_id: Id | None = Field(None, description="The conversation (of this room) the request belongs to.")
-    model_location: Literal[MODEL_LOCATIONS] | None = ModelLocationField
+    room_id: RoomId
+    speaker_id: SpeakerId = None
+    conversation_id: ConversationId = None
+    model_location: LocationSaidOrNone = None
 
 
 @dataclass(frozen=True)
-class Caller:
-    """Who asks, in which room and conversation, for a model that runs where; through which OAuth connection."""
+class RequestCaller(Caller):
+    """A caller as a surface resolved it: also the conversation it named and the OAuth connection it came through."""
 
-    room: Room
-    speaker: Person | None
-    conversation: Conversation | None
-    model_location: str
+    conversation: Conversation | None = None
     connection: Connection | None = None
 
-    @property
-    def conversation_language(self) -> str | None:
-        return self.conversation.language if self.conversation is not None else None
+
+def caller_resolve(
+    *,
+    room: Room,
+    speaker: Person | None = None,
+    conversation: Conversation | None = None,
+    connection: Connection | None = None,
+    model_location: str | None = None,
+    location_required: bool = True,
+    reads_memories: bool = True,
+) -> RequestCaller:
+    """The caller of these loaded objects: a 400 naming ``conversation_id`` for a conversation of another room,
+    and the model location by the one rule from what the caller says and what its conversation or connection
+    stored (a 400 naming ``model_location`` for a value it refuses, or for none when ``location_required`` and
+    nothing stored says one). A request that reads no memory text (``reads_memories=False``: remember) needs no
+    location and gets cloud."""
+    if conversation is not None and conversation.room_id != room.pk:
+        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
+    stored = next((held.model_location for held in (conversation, connection) if held is not None), None)
+    location = (
+        model_location_of(model_location=model_location, stored_location=stored, required=location_required)
+        if reads_memories
+        else CLOUD
+    )
+    return RequestCaller(
+        room=room,
+        speaker=speaker,
+        model_location=location,
+        language=conversation.language if conversation is not None else None,
+        conversation=conversation,
+        connection=connection,
+    )
 
 
 def caller_of_ids(
@@ -72,30 +107,20 @@ def caller_of_ids(
     model_location: str | None = None,
     location_required: bool = True,
     reads_memories: bool = True,
-) -> Caller:
-    """The caller these ids name: a 404 naming the unknown id (``room_id``, ``speaker_id``,
-    ``conversation_id``), a 400 for a conversation of another room, and the model location by the one
-    rule (a 400 naming ``model_location`` for a value it refuses, or for none when ``location_required``
-    and no conversation says one). A request that reads no memory text (``reads_memories=False``:
-    remember) needs no location and gets cloud."""
-    room = lookup(Room, room_id, field="room_id")
-    speaker = lookup(Person, speaker_id, field="speaker_id")
-    conversation = lookup(Conversation, conversation_id, field="conversation_id")
-    if conversation is not None and conversation.room_id != room.pk:
-        raise ApplicationError(CONVERSATION_OTHER_ROOM, field="conversation_id")
-    location = (
-        model_location_of(
-            model_location=model_location,
-            stored_location=conversation.model_location if conversation is not None else None,
-            required=location_required,
-        )
-        if reads_memories
-        else CLOUD
+) -> RequestCaller:
+    """The caller these ids name (``caller_resolve`` on the rows): a 404 naming the unknown id (``room_id``,
+    ``speaker_id``, ``conversation_id``), before anything is resolved or written."""
+    return caller_resolve(
+        room=lookup(Room, room_id, field="room_id"),
+        speaker=lookup(Person, speaker_id, field="speaker_id"),
+        conversation=lookup(Conversation, conversation_id, field="conversation_id"),
+        model_location=model_location,
+        location_required=location_required,
+        reads_memories=reads_memories,
     )
-    return Caller(room=room, speaker=speaker, conversation=conversation, model_location=location)
 
 
-def caller_of(payload, *, reads_memories: bool = True) -> Caller:
+def caller_of(payload, *, reads_memories: bool = True) -> RequestCaller:
     """The caller a JSON API request names in its fields ``room_id``, ``speaker_id``, ``conversation_id``
     and ``model_location`` (those it has): the API's caller must say where its model runs unless its
     conversation does."""
@@ -108,14 +133,7 @@ def caller_of(payload, *, reads_memories: bool = True) -> Caller:
     )
 
 
-def caller_of_connection(connection: Connection) -> Caller:
+def caller_of_connection(connection: Connection) -> RequestCaller:
     """The caller an approved OAuth connection fixes: its room, speaker and model location (a stored location
     other than local is cloud), whatever the client's headers say."""
-    location = model_location_of(model_location=None, stored_location=connection.model_location)
-    return Caller(
-        room=connection.room,
-        speaker=connection.speaker,
-        conversation=None,
-        model_location=location,
-        connection=connection,
-    )
+    return caller_resolve(room=connection.room, speaker=connection.speaker, connection=connection)

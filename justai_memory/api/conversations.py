@@ -5,8 +5,7 @@ from typing import Literal
 from ninja import Router, Schema, Status
 from pydantic import Field
 
-from justai_core.locations import MODEL_LOCATIONS
-from justai_memory.api.caller import caller_of
+from justai_memory.api.caller import LocationSaid, RoomId, SpeakerId, caller_of
 from justai_memory.api.common import ERRORS, Id, Input, LanguageCode, Text, lookup
 from justai_memory.api.memories import TurnOut
 from memories.limits import MAX_TURNS_PER_CALL
@@ -27,13 +26,10 @@ def _conversation(conversation_id: int) -> Conversation:
 
 
 class ConversationIn(Input):
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The recognised speaker; absent for an unknown speaker.")
+    room_id: RoomId
+    speaker_id: SpeakerId = None
     language: LanguageCode = Field(description="ISO 639-1 code of the conversation, e.g. de.")
-    model_location: Literal[MODEL_LOCATIONS] = Field(
-        description="Where the assistant's model runs, local or cloud (required, no default): memories reach "
-        "cloud models only when the household allows it.",
-    )
+    model_location: LocationSaid  # required, no default: every recall with the conversation reads it
 
 
 class IdOut(Schema):
@@ -44,9 +40,7 @@ class IdOut(Schema):
 def conversations_create(request, payload: ConversationIn):
     """Start a conversation."""
     caller = caller_of(payload)  # where its model runs, by the one rule: said, never a default
-    conversation = conversation_start(
-        room=caller.room, speaker=caller.speaker, language=payload.language, model_location=caller.model_location
-    )
+    conversation = conversation_start(caller=caller, language=payload.language)
     return Status(201, {"id": conversation.pk})
 
 

@@ -1,19 +1,19 @@
 """People and rooms: the household's ids for every other call; what is stored about a person, their export, erasure."""
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from ninja import Router, Schema, Status
 from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_core.locations import MODEL_LOCATIONS
+from justai_memory.api.caller import LocationSaidOrNone
 from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, LanguageCode, Page, lookup, text
 from justai_memory.household import person_delete_confirm, person_delete_request, person_export
 from memories.actors import Actor
 from memories.limits import MAX_TOKEN_CHARS
 from memories.selectors.person import person_memories
-from memories.selectors.privacy import memories_allowed_or_refuse
+from memories.selectors.privacy import memories_allowed_or_refuse, model_location_of
 from memories.services.forget import forget_everything_request_create
 from people.models import Person, Room
 from people.services import (
@@ -156,12 +156,12 @@ class PersonMemoryOut(Schema):
     url_name="internal-person-memories",
 )
 @paginate(Page)
-def person_memories_list(request, person_id: Id, model_location: Literal[MODEL_LOCATIONS] | None = None):
+def person_memories_list(request, person_id: Id, model_location: LocationSaidOrNone = None):
     """What the assistant would use about this person: active memories they own or that are about them,
     only those they may see as the speaker, newest first. ``model_location`` (local or cloud, required):
     where the model that reads them runs; a cloud model gets 403 with the reason unless the household allows it."""
     person = _person(person_id)
-    memories_allowed_or_refuse(model_location=model_location)
+    memories_allowed_or_refuse(model_location=model_location_of(model_location=model_location))
     return person_memories(person=person).active().defer("embedding")
 
 

@@ -12,12 +12,11 @@ from typing import Literal
 from ninja import Query, Router, Schema
 from pydantic import Field
 
-from justai_memory.api.caller import Caller, CallerIn, caller_of
+from justai_memory.api.caller import CallerIn, RequestCaller, caller_of
 from justai_memory.api.common import ERRORS, Id, Integer, IsoDateTime, Text, lookup
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory
-from memories.selectors.privacy import memories_allowed_or_refuse
-from memories.selectors.recall import recall_candidates
+from memories.selectors.recall import memories_readable, recall_candidates
 from memories.services.recall import memory_recall
 from transcripts.selectors import memory_learned_from
 
@@ -56,7 +55,7 @@ class MemoryDetailOut(Schema):
     )
 
 
-def memory_detail(memory: Memory, caller: Caller) -> dict:
+def memory_detail(memory: Memory, caller: RequestCaller) -> dict:
     """MemoryDetailOut's fields for ``memory`` as ``caller`` may read them."""
     return {
         "id": memory.pk,
@@ -81,9 +80,7 @@ def memory_get(request, memory_id: Id, asked: Query[MemoryQuery]):
     """A memory the speaker may see in the room, with where it was learnt (404 for any other: none, forgotten, not
     visible to them). A cloud model gets 403 with the reason unless the household allows it."""
     caller = caller_of(asked)
-    memories_allowed_or_refuse(model_location=caller.model_location)
-    visible = recall_candidates(speaker=caller.speaker, room=caller.room)
-    memory = lookup(Memory, memory_id, field="memory_id", queryset=visible)
+    memory = lookup(Memory, memory_id, field="memory_id", queryset=memories_readable(caller=caller))
     return memory_detail(memory, caller)
 
 
@@ -106,18 +103,10 @@ class MemorySourceOut(Schema):
     withheld_reason: str | None
 
 
-def memory_sources(*, caller: Caller, query: str, limit: int) -> dict:
+def memory_sources(*, caller: RequestCaller, query: str, limit: int) -> dict:
     """MemorySourceOut: the memories recall finds for ``query`` (counted as no access), each with where it was
     learnt; withheld as recall withholds (here and in the MCP tool)."""
-    result = memory_recall(
-        query=query,
-        speaker=caller.speaker,
-        room=caller.room,
-        model_location=caller.model_location,
-        language=caller.conversation_language,
-        limit=limit,
-        record_access=False,
-    )
+    result = memory_recall(query=query, caller=caller, limit=limit, record_access=False)
     if result.withheld:
         return {"memories": [], "withheld": True, "withheld_reason": result.withheld_reason}
     ids = [found.id for found in result.memories]

@@ -7,7 +7,7 @@ from ninja import Router, Schema, Status
 from pydantic import BeforeValidator, Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from justai_memory.api.caller import CallerIn, caller_of
+from justai_memory.api.caller import CallerIn, ConversationId, RoomId, SpeakerId, caller_of
 from justai_memory.api.common import ERRORS, Id, Input, Integer, IsoDateTime, LanguageCode, Text, integral, lookup, text
 from memories.limits import MAX_MEMORY_IDS, MAX_TOKEN_CHARS, RECALL_LIMIT_DEFAULT, RECALL_LIMIT_MAX
 from memories.models import Kind, Scope, Tombstone
@@ -71,14 +71,7 @@ def recalled(result: RecallResult) -> dict:
 def recall(request, payload: RecallIn):
     """The memories, prompt block and working memory for the assistant's next answer."""
     caller = caller_of(payload)
-    result = memory_recall(
-        query=payload.query,
-        speaker=caller.speaker,
-        room=caller.room,
-        model_location=caller.model_location,
-        language=caller.conversation_language,
-        limit=payload.limit,
-    )
+    result = memory_recall(query=payload.query, caller=caller, limit=payload.limit)
     return {
         **recalled(result),
         # The running conversation's own turns: the model has them already, wherever it runs.
@@ -93,9 +86,9 @@ class RememberIn(Input):
     content: Text = Field(
         description="The fact as one complete sentence, e.g. 'The spare key for the cellar is in the blue tin in the hall.'"
     )
-    room_id: Id
-    speaker_id: Id | None = None
-    conversation_id: Id | None = None
+    room_id: RoomId
+    speaker_id: SpeakerId = None
+    conversation_id: ConversationId = None
     language: LanguageCode | None = Field(
         None,
         description="ISO 639-1 code of the content, e.g. de, en, it (default: detected from the content; "
@@ -131,10 +124,8 @@ def remember(request, payload: RememberIn):
     about = lookup(Person, payload.about_id, field="about_id")
     result = memory_remember(
         content=payload.content,
-        speaker=caller.speaker,
-        room=caller.room,
+        caller=caller,
         language=payload.language,
-        conversation_language=caller.conversation_language,
         scope=payload.scope,
         kind=payload.kind,
         about=about,
@@ -182,10 +173,7 @@ def find_to_forget(request, payload: FindToForgetIn):
 
     Read the candidates to the user and ask which to forget; forget takes the confirmed ones as ``memory_ids``.
     """
-    caller = caller_of(payload)
-    found = forget_request_create(
-        query=payload.query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
-    )
+    found = forget_request_create(query=payload.query, caller=caller_of(payload))
     return candidates_out(found)
 
 
@@ -204,7 +192,7 @@ def _id_list(value: Any) -> Any:
 class ForgetIn(Input):
     token: text(MAX_TOKEN_CHARS) = Field(description="The token memory_find_to_forget returned.")
     confirm: bool = Field(False, description="true only when the user said yes.")
-    speaker_id: Id | None = None
+    speaker_id: SpeakerId = None
     memory_ids: Annotated[list[Id] | None, BeforeValidator(_id_list)] = Field(
         None,
         max_length=MAX_MEMORY_IDS,

@@ -6,12 +6,10 @@ from ninja import Query, Router, Schema
 from ninja.pagination import paginate
 from pydantic import Field
 
-from justai_core.locations import MODEL_LOCATIONS
-from justai_memory.api.caller import caller_of
-from justai_memory.api.common import ERRORS, Id, Input, IsoDateTime, Page
+from justai_memory.api.caller import LocationSaidOrNone, RoomId, SpeakerId, caller_of
+from justai_memory.api.common import ERRORS, Input, IsoDateTime, Page
 from memories.models import Kind
 from memories.selectors.person import procedures_for
-from memories.selectors.privacy import memories_allowed_or_refuse
 
 router = Router(tags=["memories"])
 
@@ -20,11 +18,9 @@ class MemoriesQuery(Input):
     model_config = {**Input.model_config, "strict": False}  # query strings are text: "7" is the id 7
 
     kind: Literal[Kind.PROCEDURE.value] = Field(description="Only procedures can be listed.")
-    room_id: Id
-    speaker_id: Id | None = Field(None, description="The speaker whose private procedures count too.")
-    model_location: Literal[MODEL_LOCATIONS] | None = Field(
-        None, description="Where the model that reads the answer runs: local or cloud (required; the cloud rule)."
-    )
+    room_id: RoomId
+    speaker_id: SpeakerId = None
+    model_location: LocationSaidOrNone = None
 
 
 class ProcedureOut(Schema):
@@ -41,6 +37,4 @@ class ProcedureOut(Schema):
 @paginate(Page)
 def memories_list(request, filters: Query[MemoriesQuery]):
     """Procedures an automation refers to: active, visible in the room (and to the speaker, if given), oldest first."""
-    caller = caller_of(filters)
-    memories_allowed_or_refuse(model_location=caller.model_location)
-    return procedures_for(speaker=caller.speaker, room=caller.room).defer("embedding")
+    return procedures_for(caller=caller_of(filters)).defer("embedding")

@@ -37,7 +37,7 @@ from pydantic import Field, ValidationError
 from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError, with_source
 from justai_memory import __version__
-from justai_memory.api.caller import Caller, caller_of_connection, caller_of_ids
+from justai_memory.api.caller import RequestCaller, caller_of_connection, caller_of_ids
 from justai_memory.api.errors import database_error_answer, validation_messages
 from justai_memory.api.learned import SOURCE_LIMIT_DEFAULT, MemorySourceIn, MemorySourceOut, memory_sources
 from justai_memory.api.memories import (
@@ -144,7 +144,7 @@ def _header_id(headers, header: str, *, required: bool) -> int | None:
     return int(value)
 
 
-def caller_of_request(ctx: Context) -> Caller:
+def caller_of_request(ctx: Context) -> RequestCaller:
     """The caller of one MCP request (the shared context, justai_memory/api/caller.py): an OAuth connection's,
     or the one the headers name. No ``X-Model-Location`` (or an empty one) is cloud: the rule cannot be
     skipped by leaving it out; any other value than ``local`` or ``cloud`` (``Local`` too, as the API refuses it)
@@ -171,20 +171,20 @@ def caller_of_request(ctx: Context) -> Caller:
         raise ToolError(with_source(exc.message, FROM_HEADER.format(header=header))) from None
 
 
-def source_of(caller: Caller, field: str) -> str:
+def source_of(caller: RequestCaller, field: str) -> str:
     """Where this request's ``field`` (named as the JSON API names it) comes from, for a tool error."""
     if field in HEADER_OF:
         return FROM_CONNECTION if caller.connection is not None else FROM_HEADER.format(header=HEADER_OF[field])
     return FROM_ARGUMENT.format(field=field)
 
 
-def tool_error(caller: Caller, exc: ApplicationError) -> ToolError:
+def tool_error(caller: RequestCaller, exc: ApplicationError) -> ToolError:
     """A service's error as the model reads it: its message and where the input at fault comes from."""
     field = exc.needs or exc.field
     return ToolError(with_source(exc.message, source_of(caller, field)) if field else exc.message)
 
 
-def _served(fn: Callable[[Caller], Any], ctx: Context) -> Any:
+def _served(fn: Callable[[RequestCaller], Any], ctx: Context) -> Any:
     """Run one tool call in its worker thread: the caller from the connection or headers, service errors as
     tool errors.
 
@@ -260,15 +260,8 @@ def recall(
 ) -> str:
     # The prompt block alone: it holds every memory's text, origin and date (and the withheld notice); the
     # JSON API's other fields (ids, scores, why each was found) are for programs, and no tool takes a recall id.
-    def run(caller: Caller) -> str:
-        result = memory_recall(
-            query=query,
-            speaker=caller.speaker,
-            room=caller.room,
-            limit=limit,
-            model_location=caller.model_location,
-        )
-        return result.prompt
+    def run(caller: RequestCaller) -> str:
+        return memory_recall(query=query, caller=caller, limit=limit).prompt
 
     return _served(run, ctx)
 
@@ -288,11 +281,10 @@ def remember(
     kind: _param(RememberIn, "kind") = Kind.FACT.value,
     language: _param(RememberIn, "language") = None,
 ) -> str:
-    def run(caller: Caller) -> str:
+    def run(caller: RequestCaller) -> str:
         result = memory_remember(
             content=content,
-            speaker=caller.speaker,
-            room=caller.room,
+            caller=caller,
             language=language,
             scope=scope,
             kind=kind,
@@ -311,10 +303,8 @@ def remember(
     **_annotations("Find what to forget", **READ_ONLY),
 )
 def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
-    def run(caller: Caller) -> str:
-        found = forget_request_create(
-            query=query, speaker=caller.speaker, room=caller.room, model_location=caller.model_location
-        )
+    def run(caller: RequestCaller) -> str:
+        found = forget_request_create(query=query, caller=caller)
         return _answer(FindToForgetOut, candidates_out(found))
 
     return _served(run, ctx)
@@ -328,7 +318,7 @@ def find_to_forget(query: _param(FindToForgetIn, "query"), ctx: Context) -> str:
 def source(
     query: _param(MemorySourceIn, "query"), ctx: Context, limit: _param(MemorySourceIn, "limit") = SOURCE_LIMIT_DEFAULT
 ) -> str:
-    def run(caller: Caller) -> str:
+    def run(caller: RequestCaller) -> str:
         return _answer(MemorySourceOut, memory_sources(caller=caller, query=query, limit=limit))
 
     return _served(run, ctx)
@@ -347,7 +337,7 @@ def forget(
     ctx: Context,
     memory_ids: _param(ForgetIn, "memory_ids") = None,
 ) -> str:
-    def run(caller: Caller) -> str:
+    def run(caller: RequestCaller) -> str:
         tombstones = forget_request_confirm(
             token=token,
             speaker=caller.speaker,

@@ -1,27 +1,36 @@
-"""One caller context (justai_memory/api/caller.py): the JSON API and the MCP server resolve room, speaker,
-conversation and model location by the same rule and the same message, and services get the resolved values.
+"""One caller (justai_memory/api/caller.py): the JSON API, the MCP server and the admin's recall preview resolve
+room, speaker, conversation and model location by one resolver, with the same rule and the same message, and
+services take the resolved value whole (memories/caller.py).
 
 The MCP side runs in this process: the tool functions with a request context as the SDK hands it over
 (the grant McpAuth found, the client's headers); test_mcp.py drives the same through a served /mcp.
 """
 
+import inspect
 from types import SimpleNamespace
 
 import pytest
+from django.urls import reverse
 from mcp.server.mcpserver.exceptions import ToolError
 
 from connections.models import Connection
 from justai_core.errors import ApplicationError, with_source
 from justai_core.locations import CLOUD, LOCAL
-from justai_memory.api.caller import caller_of_connection, caller_of_ids
+from justai_memory.api.caller import caller_of_connection, caller_of_ids, caller_resolve
 from justai_memory.mcp import server as mcp_server
 from justai_memory.mcp.auth import ALL_SCOPES, CALLER_KEY, Grant
-from memories.models import ForgetRequest
-from memories.selectors.privacy import FORGET_NEEDS_LOCAL, MODEL_LOCATION_INVALID, MODEL_LOCATION_REQUIRED
+from memories.caller import Caller
+from memories.models import AuditEvent, ForgetRequest, Memory, MemoryAccess, RecallDay
+from memories.selectors.person import procedures_for
+from memories.selectors.privacy import MODEL_LOCATION_INVALID, MODEL_LOCATION_REQUIRED
+from memories.selectors.recall import CONVERSATION_OTHER_ROOM
 from memories.services.forget import forget_request_create
+from memories.services.recall import memory_recall
+from memories.services.remember import memory_remember
 from memories.tests.factories import MemoryFactory
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation
+from transcripts.services.conversations import conversation_start
 from transcripts.tests.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
@@ -149,12 +158,129 @@ def test_an_oauth_connection_fixes_the_caller_whatever_the_headers_say():
     assert "withheld" in said_local and "Dienstag" not in said_local
 
 
-def test_a_service_takes_the_resolved_location_and_never_resolves_it_again():
-    """forget's service is handed the caller's location: what is not local is judged as cloud (withheld, nothing
-    searched or stored), where it used to resolve the value once more and refuse a missing one."""
+def test_a_caller_value_holds_only_a_resolved_location():
+    """Services take the caller whole and never resolve its location again: a value the rule did not resolve
+    (missing, empty, unknown) cannot be built, so no service can be handed one; the 400 names model_location."""
     room = RoomFactory()
+    for unresolved, message in (
+        (None, MODEL_LOCATION_REQUIRED),
+        ("", MODEL_LOCATION_INVALID),
+        ("mars", MODEL_LOCATION_INVALID),
+    ):
+        with pytest.raises(ApplicationError) as refused:
+            Caller(room=room, speaker=None, model_location=unresolved)
+        assert (refused.value.message, refused.value.field, refused.value.status) == (message, "model_location", 400)
+
+
+@pytest.mark.parametrize(
+    "service",
+    [memory_recall, forget_request_create, memory_remember, procedures_for, conversation_start],
+    ids=lambda f: f.__name__,
+)
+def test_a_service_takes_the_caller_value_never_its_fields(service):
+    # (conversation_start's own ``language`` is the new conversation's, not the caller's.)
+    parameters = inspect.signature(service).parameters
+    assert "caller" in parameters
+    assert not {"room", "speaker", "model_location"} & set(parameters)
+
+
+# (speaker, conversation's location: None for no conversation, what the caller says)
+SAME = [
+    (False, None, "local"),
+    (True, None, "cloud"),
+    (True, LOCAL, None),
+    (False, LOCAL, "cloud"),
+    (True, CLOUD, "local"),
+]
+
+
+@pytest.mark.parametrize(("with_speaker", "stored", "said"), SAME)
+def test_ids_and_loaded_objects_resolve_to_the_same_caller(with_speaker, stored, said):
+    """One resolver: the API's ids (looked up) and the admin's loaded objects give the same value, conversation,
+    language and location included."""
+    room = RoomFactory()
+    anna = PersonFactory() if with_speaker else None
+    conversation = ConversationFactory(room=room, model_location=stored, language="it") if stored else None
+    by_ids = caller_of_ids(
+        room_id=room.pk,
+        speaker_id=anna.pk if anna else None,
+        conversation_id=conversation.pk if conversation else None,
+        model_location=said,
+    )
+    by_objects = caller_resolve(room=room, speaker=anna, conversation=conversation, model_location=said)
+    assert by_ids == by_objects
+    assert by_ids.language == ("it" if conversation else None)
+    assert by_ids.model_location == (CLOUD if CLOUD in (stored, said) else LOCAL)
+
+
+def test_a_connection_resolves_as_its_loaded_objects_do():
+    kitchen, anna = RoomFactory(), PersonFactory()
+    for stored in (LOCAL, CLOUD, ""):
+        connection = Connection(room=kitchen, speaker=anna, model_location=stored)
+        assert caller_of_connection(connection) == caller_resolve(room=kitchen, speaker=anna, connection=connection)
+        assert caller_of_connection(connection).model_location == (LOCAL if stored == LOCAL else CLOUD)
+
+
+def _written():
+    return (
+        Memory.objects.count(),
+        sorted(MemoryAccess.objects.values_list("memory_id", "count")),
+        RecallDay.objects.count(),
+        ForgetRequest.objects.count(),
+        Conversation.objects.count(),
+        AuditEvent.objects.count(),
+    )
+
+
+# Every endpoint that resolves a caller: (method, path, body or query, fields it takes besides room and speaker)
+SURFACES = [
+    ("post", "/internal/v1/recall", {"query": QUESTION, "model_location": "local"}, {"conversation_id"}),
+    (
+        "post",
+        "/internal/v1/memories/find_to_forget",
+        {"query": "Vergiss den Müll", "model_location": "local"},
+        {"conversation_id"},
+    ),
+    ("post", "/internal/v1/memories/source", {"query": QUESTION, "model_location": "local"}, {"conversation_id"}),
+    ("post", "/internal/v1/memories/remember", {"content": "Der Keller ist nass."}, {"conversation_id"}),
+    ("post", "/internal/v1/conversations", {"language": "de", "model_location": "local"}, set()),
+    ("get", "/internal/v1/memories/{memory}", {"model_location": "local"}, {"conversation_id"}),
+    ("get", "/internal/v1/memories", {"kind": "procedure", "model_location": "local"}, set()),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "takes"), SURFACES, ids=[s[1] for s in SURFACES])
+def test_a_bad_caller_id_is_a_4xx_naming_its_field_and_nothing_is_written(api, method, path, body, takes):
+    room, other_room, anna = RoomFactory(), RoomFactory(), PersonFactory()
+    memory = MemoryFactory(content=FACT, language="de")
+    path = path.format(memory=memory.pk)
+    bad = [({"room_id": 999999}, "room_id", 404), ({"speaker_id": 999999}, "speaker_id", 404)]
+    if "conversation_id" in takes:
+        other = ConversationFactory(room=other_room, model_location=LOCAL).pk
+        bad += [
+            ({"conversation_id": 999999}, "conversation_id", 404),
+            ({"conversation_id": other}, "conversation_id", 400),
+        ]
+    before = _written()
+    for change, field, status in bad:
+        fields = {"room_id": room.pk, "speaker_id": anna.pk, **body, **change}
+        answer = api.post(path, fields) if method == "post" else api.get(path, fields)
+        assert (answer.status_code, answer.json()["field"]) == (status, field), change
+        assert "Dienstag" not in answer.content.decode()
+        assert _written() == before, change
+
+
+def test_the_admin_preview_resolves_by_the_same_rule_and_names_its_own_field(admin_client):
+    kitchen, other_room = RoomFactory(), RoomFactory()
     MemoryFactory(content=FACT, language="de")
-    for unresolved in (None, "", "mars"):
-        found = forget_request_create(query="Vergiss den Müll", speaker=None, room=room, model_location=unresolved)
-        assert (found.token, found.candidates, found.withheld_reason) == (None, [], FORGET_NEEDS_LOCAL)
-    assert not ForgetRequest.objects.exists()
+    preview = reverse("admin:memories_memory_recall_preview")
+    asked = {"query": QUESTION, "room": kitchen.pk, "speaker": "", "limit": 10, "model_location": "local"}
+    foreign = ConversationFactory(room=other_room, model_location=LOCAL)
+    response = admin_client.get(preview, {**asked, "conversation": foreign.pk})
+    assert response.context["result"] is None
+    assert response.context["form"].errors == {"conversation": [CONVERSATION_OTHER_ROOM]}
+    # Said local, the conversation's cloud: cloud, as the API resolves it (memories withheld).
+    cloudy = ConversationFactory(room=kitchen, model_location=CLOUD)
+    response = admin_client.get(preview, {**asked, "conversation": cloudy.pk})
+    assert response.context["result"].withheld and "Dienstag" not in response.content.decode()
+    assert _written()[1:3] == ([], 0)

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 
 from justai_core.errors import ApplicationError
 from justai_memory.household import person_delete, person_delete_confirm, person_delete_request, person_export
+from memories.caller import Caller
 from memories.models import AuditEvent, ForgetRequest, Memory, Scope, Tombstone
 from memories.services.forget import forget_request_create, memories_forget
 from memories.tests.factories import MemoryFactory
@@ -84,7 +85,7 @@ def test_their_private_forget_blocks_and_pending_requests_go_with_them(anna_and_
     anna, _, kitchen, anna_private, _, _ = anna_and_ben
     memories_forget(memory_ids=[anna_private[0].pk], actor="test")
     token, _, _, _ = forget_request_create(
-        query="Vergiss meine Allergie gegen Erdnüsse", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss meine Allergie gegen Erdnüsse", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     assert token and Tombstone.objects.filter(owner=anna).count() == 1
     person_delete(person=anna, actor="admin:1")

@@ -2,8 +2,9 @@
 
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
+from memories.caller import Caller
 from memories.models import Kind, Memory, Scope, Tombstone
-from memories.selectors.recall import recall_candidates
+from memories.selectors.recall import memories_readable
 
 
 def person_memories(*, person) -> QuerySet[Memory]:
@@ -30,6 +31,7 @@ def person_forget_block_counts(*, person) -> dict[str, int]:
     }
 
 
-def procedures_for(*, speaker, room) -> QuerySet[Memory]:
-    """Active procedures that ``speaker`` (None = unknown) in ``room`` may see, as for recall; oldest first."""
-    return recall_candidates(speaker=speaker, room=room).filter(kind=Kind.PROCEDURE).order_by("id")
+def procedures_for(*, caller: Caller) -> QuerySet[Memory]:
+    """Active procedures that ``caller`` may read, as recall would show them (``memories_readable``: a 403 when
+    the cloud rule withholds memories from its model); oldest first."""
+    return memories_readable(caller=caller).filter(kind=Kind.PROCEDURE).order_by("id")

@@ -52,11 +52,10 @@ def model_location_of(*, model_location: str | None, stored_location: str | None
     return LOCAL if all(location == LOCAL for location in said) else CLOUD
 
 
-def memories_allowed_or_refuse(*, model_location: str | None) -> None:
-    """For endpoints that list memory text and have no withheld answer: a 400 when ``model_location`` is
-    missing or invalid, a 403 with the reason when the cloud rule withholds memories from that model."""
-    location = model_location_of(model_location=model_location)
-    if not memories_allowed_for(model_location=location):
+def memories_allowed_or_refuse(*, model_location: str) -> None:
+    """For endpoints that list memory text and have no withheld answer: a 403 with the reason when the cloud
+    rule withholds memories from the model at ``model_location`` (resolved by ``model_location_of``)."""
+    if not memories_allowed_for(model_location=model_location):
         raise ApplicationError(WITHHELD_FOR_CLOUD, field="model_location", status=403)
 
 

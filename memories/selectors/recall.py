@@ -6,13 +6,16 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from django.db import connection
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from memories.caller import Caller
 from memories.embedders import vector_literal
 from memories.languages import language_name
 from memories.models import PROVENANCE_LABELS, Memory
 from memories.selectors.fusion import Found
 from memories.selectors.nearest import table_where
+from memories.selectors.privacy import memories_allowed_or_refuse
 
 CONVERSATION_OTHER_ROOM = "This conversation belongs to another room."
 
@@ -47,6 +50,14 @@ class RecallResult:
 def recall_candidates(*, speaker, room):
     """The memories recall may return: visible to this speaker in this room, and active."""
     return Memory.objects.visible_to(speaker=speaker, room=room).active()
+
+
+def memories_readable(*, caller: Caller) -> QuerySet[Memory]:
+    """What ``caller`` may read where no withheld answer fits (a memory's detail, the procedures): recall's
+    candidates for its speaker and room; a 403 naming ``model_location`` when the cloud rule withholds
+    memories from its model."""
+    memories_allowed_or_refuse(model_location=caller.model_location)
+    return recall_candidates(speaker=caller.speaker, room=caller.room)
 
 
 # The window is read in the order of the index on (about, id) and stops after ABOUT_SPEAKER_WINDOW

@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 
 from justai_core.errors import ApplicationError
 from memories.actors import Actor
+from memories.caller import Caller
 from memories.digests import key_marks, name_words, token_digests, word_marks
 from memories.embedders import embedder_by_name
 from memories.embedding_space import embedding_space_verify
@@ -124,19 +125,20 @@ class ForgetFind(NamedTuple):
 
 
 @transaction.atomic
-def forget_request_create(*, query: str, speaker, room, model_location: str) -> ForgetFind:
-    """Find what ``speaker`` in ``room`` may forget and issue a 10-minute single-use token bound to them and the ids.
+def forget_request_create(*, query: str, caller: Caller) -> ForgetFind:
+    """Find what ``caller``'s speaker in its room may forget and issue a 10-minute single-use token bound to
+    them and the ids.
 
     Stores only the token's hash, the speaker, the room and the candidate ids. With no candidates
     there is nothing to confirm: no token, nothing stored. When the model that would read the
-    candidates out runs in the cloud and the household does not allow that (``model_location``, the
-    cloud rule), nothing is searched or stored either: the answer says to ask for a local model.
-    ``model_location`` is the caller's, resolved once (``privacy.model_location_of``); anything but local is
-    judged as cloud.
+    candidates out runs in the cloud and the household does not allow that (the caller's model
+    location, the cloud rule), nothing is searched or stored either: the answer says to ask for a
+    local model.
     """
-    if not memories_allowed_for(model_location=model_location):
+    if not memories_allowed_for(model_location=caller.model_location):
         logger.info("forget request withheld: cloud model")
         return ForgetFind(None, None, [], FORGET_NEEDS_LOCAL)
+    speaker, room = caller.speaker, caller.room
     candidates = forget_matches(query=query, speaker=speaker, room=room)
     token, expires_at = forget_token_issue(speaker=speaker, room=room, candidate_ids=[m.pk for m in candidates])
     return ForgetFind(token, expires_at, candidates)

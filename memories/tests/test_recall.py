@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from justai_core.errors import ApplicationError
+from memories.caller import Caller
 from memories.models import Memory, MemoryAccess, Provenance, Scope, Source
 from memories.selectors import keywords, nearest
 from memories.selectors import recall as recall_selectors
@@ -37,8 +38,9 @@ def recall(query, *, speaker=None, room, conversation=None, **kwargs):
     if conversation is not None:
         kwargs.setdefault("model_location", conversation.model_location)
         kwargs.setdefault("language", conversation.language)
-    kwargs.setdefault("model_location", "local")
-    return memory_recall(query=query, speaker=speaker, room=room, **kwargs)
+    location = kwargs.pop("model_location", "local")
+    caller = Caller(room=room, speaker=speaker, model_location=location, language=kwargs.pop("language", None))
+    return memory_recall(query=query, caller=caller, **kwargs)
 
 
 def ids(result):
@@ -350,9 +352,11 @@ def test_a_cloud_conversation_gets_no_memories_unless_the_household_allows_it():
     ],
 )
 def test_bad_arguments_name_the_field(kwargs, field):
-    arguments = {"query": "cellar key", "speaker": None, "room": RoomFactory(), "model_location": "local", **kwargs}
+    """A location the rule did not resolve cannot even make the caller value recall takes."""
+    arguments = {"query": "cellar key", "limit": 10, **kwargs}
+    location = arguments.pop("model_location", "local")
     with pytest.raises(ApplicationError) as excinfo:
-        memory_recall(**arguments)
+        memory_recall(caller=Caller(room=RoomFactory(), speaker=None, model_location=location), **arguments)
     assert excinfo.value.field == field
 
 

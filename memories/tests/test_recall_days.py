@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from memories.caller import Caller
 from memories.models import RECALL_DAYS_KEPT, RecallDay
 from memories.services import access
 from memories.services.consolidate import memories_consolidate
@@ -24,8 +25,8 @@ BUMP = "WITH bump AS (INSERT INTO memories_memoryaccess"
 
 
 def recall(query, *, room, **kwargs):
-    kwargs.setdefault("model_location", "local")
-    return memory_recall(query=query, speaker=None, room=room, **kwargs)
+    caller = Caller(room=room, speaker=None, model_location=kwargs.pop("model_location", "local"))
+    return memory_recall(query=query, caller=caller, **kwargs)
 
 
 def counts() -> dict[date, int]:

@@ -3,6 +3,8 @@
 import pytest
 
 from justai_core.errors import ApplicationError
+from justai_core.locations import CLOUD
+from memories.caller import Caller
 from memories.models import AuditEvent, Memory, Provenance, Scope, Source, Tombstone
 from memories.services.forget import memories_forget
 from memories.services.remember import memory_remember
@@ -13,7 +15,9 @@ pytestmark = pytest.mark.django_db
 
 
 def remember(content, *, speaker=None, room=None, **kwargs):
-    return memory_remember(content=content, speaker=speaker, room=room or RoomFactory(), **kwargs)
+    # Remember reads no memory: the caller's model location is cloud, as the API resolves it for remember.
+    caller = Caller(room=room or RoomFactory(), speaker=speaker, model_location=CLOUD)
+    return memory_remember(content=content, caller=caller, **kwargs)
 
 
 def test_remember_stores_a_confirmed_shared_fact_from_the_tool():
@@ -95,10 +99,10 @@ def test_an_unrelated_remember_lifts_nothing():
     assert result.lifted_tombstones == [] and Tombstone.objects.count() == 1
 
 
-@pytest.mark.parametrize(("scope", "needs"), [(Scope.PRIVATE, "speaker_id"), (Scope.ROOM, "room_id")])
-def test_a_scope_without_its_holder_names_what_it_needs(scope, needs):
-    """The store's one holder rule answers for remember too: the scope is at fault, the speaker or room is needed."""
+def test_a_scope_without_its_holder_names_what_it_needs():
+    """The store's one holder rule answers for remember too: the scope is at fault, the speaker is needed (a caller
+    always has its room; the room case is the store's, test_edit.py)."""
     with pytest.raises(ApplicationError) as excinfo:
-        memory_remember(content="My PIN is 1234", speaker=None, room=None, scope=scope)
-    assert (excinfo.value.field, excinfo.value.needs) == ("scope", needs)
+        remember("My PIN is 1234", speaker=None, scope=Scope.PRIVATE)
+    assert (excinfo.value.field, excinfo.value.needs) == ("scope", "speaker_id")
     assert not Memory.objects.exists()

@@ -2,6 +2,7 @@
 
 import pytest
 
+from memories.caller import Caller
 from memories.models import Provenance, Scope, Source
 from memories.selectors.topic import names_in, names_pattern
 from memories.services.recall import memory_recall
@@ -36,7 +37,7 @@ def tell(person, room, *texts):
 
 
 def recalled(query, *, room, speaker=None):
-    result = memory_recall(query=query, speaker=speaker, room=room, model_location="local")
+    result = memory_recall(query=query, caller=Caller(room=room, speaker=speaker, model_location="local"))
     return {m.id for m in result.memories}, result.prompt
 
 

@@ -5,6 +5,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memories.caller import Caller
 from memories.embedders import get_embedder
 from memories.limits import RECALL_LIMIT_MAX
 from memories.models import Memory, MemoryAccess, Scope, Status
@@ -103,7 +104,7 @@ def test_no_read_path_returns_an_invisible_memory(household):
         recalled = {
             m.id
             for m in memory_recall(
-                query=TEXT, speaker=speaker, room=room, model_location="local", limit=RECALL_LIMIT_MAX
+                query=TEXT, caller=Caller(room=room, speaker=speaker, model_location="local"), limit=RECALL_LIMIT_MAX
             ).memories
         }
         assert recalled == recallable

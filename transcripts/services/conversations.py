@@ -10,10 +10,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from justai_core.errors import ApplicationError
+from memories.caller import Caller
 from memories.digests import token_keys
 from memories.languages import language_check
 from memories.limits import MAX_TEXT_CHARS, MAX_TURNS_PER_CALL
-from memories.selectors.privacy import model_location_of
 from transcripts.models import Conversation, EndedBy, ExtractionStatus, Role, Turn
 from transcripts.selectors import conversations_idle
 from transcripts.services.extraction.run import conversation_extract_queue, conversations_extract_sweep
@@ -32,15 +32,16 @@ class TurnDraft:
     speaker: object = None
 
 
-def conversation_start(*, room, language: str, model_location: str | None, speaker=None) -> Conversation:
-    """Open a conversation in ``room``; ``speaker`` None means the speaker is unknown.
+def conversation_start(*, caller: Caller, language: str) -> Conversation:
+    """Open a conversation in ``caller``'s room with its speaker (None: unknown) and its model location.
 
-    ``model_location`` (local or cloud) must be said: the cloud rule reads it for every recall with this
-    conversation, so there is no default (a 400 naming it, ``privacy.model_location_of``).
+    The cloud rule reads that location for every recall with this conversation: the caller said it (a
+    ``Caller`` holds only a resolved one, ``privacy.model_location_of``), never a default.
     """
     language_check(language)
-    model_location = model_location_of(model_location=model_location)
-    return Conversation.objects.create(room=room, speaker=speaker, language=language, model_location=model_location)
+    return Conversation.objects.create(
+        room=caller.room, speaker=caller.speaker, language=language, model_location=caller.model_location
+    )
 
 
 @transaction.atomic

@@ -4,6 +4,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from justai_core.errors import ApplicationError
+from memories.caller import Caller
 from memories.tests.helpers import queued_tasks
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, Turn
@@ -41,8 +42,8 @@ def test_a_conversation_must_say_where_its_model_runs(api):
     assert not Conversation.objects.exists()
     schema = api.get("/internal/v1/openapi.json").json()["components"]["schemas"]["ConversationIn"]
     assert "model_location" in schema["required"] and "default" not in schema["properties"]["model_location"]
-    with pytest.raises(ApplicationError) as refused:
-        conversation_start(room=room, language="de", model_location=None)
+    with pytest.raises(ApplicationError) as refused:  # the service takes a caller, which holds a location said
+        conversation_start(caller=Caller(room=room, speaker=None, model_location=None), language="de")
     assert refused.value.field == "model_location"
     with pytest.raises(IntegrityError), transaction.atomic():
         Conversation.objects.create(room=room, language="de")  # no default: the check constraint refuses ""

@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 from django_q.models import Schedule
 
 from justai_memory.household import person_delete
+from memories.caller import Caller
 from memories.models import Memory, Provenance, Source
 from memories.services.forget import memories_forget
 from memories.services.recall import memory_recall
@@ -285,7 +286,7 @@ def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confir
     assert (stored.provenance, stored.confidence) == ("inferred", INFERRED_MAX_CONFIDENCE)
     assert Memory.objects.get(content="Anna geht jeden Morgen spazieren.").provenance == "extracted"
 
-    result = memory_remember(content=guess, speaker=anna, room=room)
+    result = memory_remember(content=guess, caller=Caller(room=room, speaker=anna, model_location="cloud"))
     assert (result.outcome, result.memory.pk) == ("merged", stored.pk)
     stored.refresh_from_db()
     assert (stored.provenance, stored.source, stored.confidence) == ("confirmed", "tool", 1.0)
@@ -722,7 +723,8 @@ def test_what_one_conversation_taught_is_each_others_context_in_recall(fake_llm)
     assert extract(second).extraction_status == "done"
 
     result = memory_recall(
-        query="Welche Laufschuhe hat Anna gekauft?", speaker=None, room=room, model_location="local", language="de"
+        query="Welche Laufschuhe hat Anna gekauft?",
+        caller=Caller(room=room, speaker=None, model_location="local", language="de"),
     )
     found = {m.content: m.found_by for m in result.memories}
     assert "keyword" in found["Anna hat neue Laufschuhe gekauft."]
