@@ -101,6 +101,7 @@ def cluster_heartbeat(db):
 # (its vectors are given, it checks a field before anything is embedded). ``pytest --collect-only -q --embedders``
 # lists each test with its embedders; justai_memory/tests/test_embedders_listed.py checks the whole list.
 MEANING_MODULES = (
+    "memories/tests/test_api.py",
     "memories/tests/test_recall.py",
     "memories/tests/test_search.py",
     "memories/tests/test_topic.py",
@@ -114,6 +115,7 @@ MEANING_MODULES = (
     "memories/tests/test_consolidate.py",
     "memories/tests/test_e5.py",
     "transcripts/tests/test_extraction.py",
+    "transcripts/tests/test_live_scenarios.py",
     "transcripts/tests/test_forget_short_values.py",
     "transcripts/tests/test_redaction.py",
 )
