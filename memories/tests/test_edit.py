@@ -19,7 +19,7 @@ def actions(memory_id):
     return list(AuditEvent.objects.filter(memory_id=memory_id).order_by("id").values_list("action", flat=True))
 
 
-def test_editing_the_text_re_embeds_and_audits_edited():
+def test_editing_the_text_re_embeds_and_audits_edited(e5):
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     result = memory_edit(
         memory=memory, actor="admin:1", changes=MemoryChanges(content="  The cellar key is in the red tin  ")
@@ -32,13 +32,13 @@ def test_editing_the_text_re_embeds_and_audits_edited():
     assert AuditEvent.objects.get(memory_id=memory.pk).actor == "admin:1"
 
 
-def test_an_edit_without_changes_writes_nothing():
+def test_an_edit_without_changes_writes_nothing(e5):
     memory = MemoryFactory(content="The cellar key is in the blue tin", importance=0.5)
     result = memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(content=memory.content, importance=0.5))
     assert result.changed == [] and not AuditEvent.objects.exists()
 
 
-def test_changing_a_score_keeps_the_vector():
+def test_changing_a_score_keeps_the_vector(e5):
     memory = MemoryFactory(content="The cellar key is in the blue tin")
     before = np.asarray(memory.embedding)
     memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(importance=0.9, provenance=Provenance.CONFIRMED))
@@ -46,7 +46,7 @@ def test_changing_a_score_keeps_the_vector():
     assert memory.importance == 0.9 and np.allclose(np.asarray(memory.embedding), before)
 
 
-def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one():
+def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one(meaning):
     kept = MemoryFactory(content="The gate code is 4711 now", provenance=Provenance.INFERRED, access_count=2)
     other = MemoryFactory(content="The gate code is 4711", provenance=Provenance.CONFIRMED, access_count=3)
     older = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=other)
@@ -65,14 +65,14 @@ def test_an_edit_that_makes_a_duplicate_merges_the_other_into_the_edited_one():
     assert AuditEvent.objects.get(memory_id=other.pk).related_memory_id == kept.pk
 
 
-def test_different_numbers_are_not_merged_by_an_edit():
+def test_different_numbers_are_not_merged_by_an_edit(meaning):
     kept = MemoryFactory(content="The gate code is 4711 now")
     other = MemoryFactory(content="The gate code is 4712")
     result = memory_edit(memory=kept, actor="admin:1", changes=MemoryChanges(content="The gate code is 4711"))
     assert result.merged_ids == [] and Memory.objects.filter(pk=other.pk).exists()
 
 
-def test_a_duplicate_in_another_scope_is_not_merged():
+def test_a_duplicate_in_another_scope_is_not_merged(meaning):
     anna = PersonFactory()
     private = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
     shared = MemoryFactory(content="Green tea is liked")
@@ -80,13 +80,14 @@ def test_a_duplicate_in_another_scope_is_not_merged():
     assert result.merged_ids == [] and Memory.objects.filter(pk=private.pk).exists()
 
 
-def test_a_superseded_memory_is_never_merged_into():
+def test_a_superseded_memory_is_never_merged_into(meaning):
     newer = MemoryFactory(content="The gate code is 4711")
     old = MemoryFactory(content="The gate code was 1234", status=Status.SUPERSEDED, superseded_by=newer)
     result = memory_edit(memory=old, actor="admin:1", changes=MemoryChanges(content="The gate code is 4711"))
     assert result.merged_ids == [] and Memory.objects.count() == 2
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_switching_scope_clears_owner_and_room_and_needs_them():
     anna, kitchen = PersonFactory(), RoomFactory()
     memory = MemoryFactory(content="I like green tea", scope=Scope.PRIVATE, owner=anna)
@@ -100,6 +101,7 @@ def test_switching_scope_clears_owner_and_room_and_needs_them():
     assert memory.scope == "room"
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize(("content", "message"), [("   ", "must not be empty"), ("x" * 4001, "longer than")])
 def test_bad_text_is_refused_and_nothing_changes(content, message):
     memory = MemoryFactory(content="The cellar key is in the blue tin")
@@ -109,6 +111,7 @@ def test_bad_text_is_refused_and_nothing_changes(content, message):
     assert memory.content == "The cellar key is in the blue tin" and not AuditEvent.objects.exists()
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 def test_a_bad_language_is_refused_with_the_field():
     memory = MemoryFactory()
     with pytest.raises(ApplicationError) as error:
@@ -116,7 +119,7 @@ def test_a_bad_language_is_refused_with_the_field():
     assert error.value.field == "language"
 
 
-def test_a_note_is_a_confirmed_admin_note_stored_through_memory_store():
+def test_a_note_is_a_confirmed_admin_note_stored_through_memory_store(e5):
     kitchen = RoomFactory()
     result = memory_note_add(
         content="The router password is on the fridge", room=kitchen, scope=Scope.ROOM, actor="admin:3"
@@ -131,6 +134,7 @@ def test_a_note_is_a_confirmed_admin_note_stored_through_memory_store():
     assert note.room == kitchen and actions(note.pk) == ["created"]
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize(("scope", "needs"), [(Scope.PRIVATE, "speaker_id"), (Scope.ROOM, "room_id")])
 def test_a_note_without_its_scopes_holder_is_refused_and_nothing_is_stored(scope, needs):
     with pytest.raises(ApplicationError) as error:
@@ -139,20 +143,21 @@ def test_a_note_without_its_scopes_holder_is_refused_and_nothing_is_stored(scope
     assert not Memory.objects.exists() and not AuditEvent.objects.exists()
 
 
+@pytest.mark.meaning_blind("the note's language, settled before anything is embedded")
 def test_a_note_is_in_the_language_of_its_owner_when_too_short_to_tell():
     giulia = PersonFactory(preferred_language="it")
     note = memory_note_add(content="ok", scope=Scope.PRIVATE, owner=giulia, actor="admin:3").memory
     assert note.language == "it"
 
 
-def test_a_note_that_duplicates_a_memory_merges_into_it():
+def test_a_note_that_duplicates_a_memory_merges_into_it(meaning):
     existing = MemoryFactory(content="The router password is on the fridge", provenance=Provenance.EXTRACTED)
     result = memory_note_add(content="the router password is on the fridge", actor="admin:3")
     assert result.outcome == "merged" and result.memory.pk == existing.pk
     assert Memory.objects.get().provenance == "confirmed"
 
 
-def test_a_note_covered_by_a_forget_block_is_refused():
+def test_a_note_covered_by_a_forget_block_is_refused(meaning):
     memory = MemoryFactory(content="The gate code is 4711")
     memories_forget(memory_ids=[memory.pk], actor="test")
     with pytest.raises(ApplicationError, match="forget block"):
@@ -160,7 +165,7 @@ def test_a_note_covered_by_a_forget_block_is_refused():
     assert not Memory.objects.exists()
 
 
-def test_an_edit_into_forgotten_content_is_refused_with_the_tombstone_and_nothing_changes():
+def test_an_edit_into_forgotten_content_is_refused_with_the_tombstone_and_nothing_changes(meaning):
     gone = MemoryFactory(content="Der Code für das Gartentor ist 4711.", language="de")
     [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
     memory = MemoryFactory(content="Die Mülltonne steht hinter der Garage.", language="de")
@@ -174,7 +179,7 @@ def test_an_edit_into_forgotten_content_is_refused_with_the_tombstone_and_nothin
     assert memory.content == "Die Mülltonne steht hinter der Garage." and actions(memory.pk) == []
 
 
-def test_an_edit_that_carries_a_forgotten_value_is_refused_too(usem3):
+def test_an_edit_that_carries_a_forgotten_value_is_refused_too(meaning):
     gone = MemoryFactory(content="Das WLAN-Passwort ist Zebra 98765 quokka.", language="de")
     [tombstone] = memories_forget(memory_ids=[gone.pk], actor="test")
     memory = MemoryFactory(content="Das Gästezimmer ist oben links.", language="de")
@@ -182,6 +187,7 @@ def test_an_edit_that_carries_a_forgotten_value_is_refused_too(usem3):
         memory_edit(memory=memory, actor="admin:1", changes=MemoryChanges(content="Zebra: 98765"))
 
 
+@pytest.mark.meaning_blind("refused before anything is embedded")
 @pytest.mark.parametrize(
     "fields",
     [

