@@ -53,9 +53,16 @@ class RecallTuning:
     # space, only at ``topic_minimum`` or above and within ``topic_margin`` of the closest such candidate; a
     # question whose masked text is at least ``topic_no_topic`` close to the bare neutral word asks about no topic.
     # None: no topic is judged (embedders without levels: hash, fastembed).
+    # ``topic_margin`` holds for a memory that holds a secret (memories/selectors/secrets.py); another fact about
+    # someone the question names needs ``topic_fact_minimum`` (None: ``topic_minimum``) and ``topic_fact_margin``.
     topic_minimum: float | None = None
     topic_margin: float = 0.05
+    topic_fact_minimum: float | None = None
+    topic_fact_margin: float = 1.0
     topic_no_topic: float = 0.7
+    # A question at least this close to one of ``topic.GENERAL_QUESTIONS`` asks about the person it names in general:
+    # their facts pass, none of their secrets.
+    topic_general: float = 0.76
 
     @classmethod
     def for_embedder(cls, name: str) -> "RecallTuning":

@@ -32,6 +32,7 @@ from anyascii import anyascii
 
 from memories.languages import MAIN_LANGUAGES
 from memories.models import Memory
+from memories.selectors.secrets import holds_value, secret_topics
 from people.models import Person
 
 # The word every name becomes, in the question and in the memory alike.
@@ -162,8 +163,11 @@ class TopicGate:
     judge: object  # the Embedder whose space judges
     minimum: float
     margin: float
+    fact_minimum: float
+    fact_margin: float
     no_topic: float
-    cut: float | None = None
+    general_level: float
+    best: float | None = None  # the closest memory that shares a name with the question, once judged
     passed: dict[int, bool] = field(default_factory=dict)
     _question: tuple | None = None
 
@@ -178,6 +182,13 @@ class TopicGate:
             self._question = (vector,)
         return self._question[0]
 
+    @functools.cached_property
+    def general(self) -> bool:
+        """Whether the question asks about the person it names in general ("What do you know about Lukas?")."""
+        if not self.asked or self.question is None:
+            return False
+        return bool((_general_questions(self.judge) @ self.question).max() >= self.general_level)
+
     def _names(self, text: str) -> tuple[bool, bool, str]:
         """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
         found, masked = names_in(text, self.pattern, self.names) if self.asked else (set(), text)
@@ -189,7 +200,7 @@ class TopicGate:
         return {word.lower() for word in WORD.findall(self.query)}
 
     def judge_ids(self, ids) -> None:
-        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the cut."""
+        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the closest."""
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
@@ -218,13 +229,29 @@ class TopicGate:
                     shared.add(pk)
         if not masked or self.question is None:
             return
-        closeness = dict(zip(masked, masked_vectors(self.judge, list(masked.values())) @ self.question, strict=True))
-        if self.cut is None and shared:
-            self.cut = max(self.minimum, max(float(closeness[pk]) for pk in shared) - self.margin)
+        vectors = masked_vectors(self.judge, list(masked.values()))
+        closeness = dict(zip(masked, vectors @ self.question, strict=True))
+        secret = dict(zip(masked, secret_topics(self.judge, vectors), strict=True))
+        if self.best is None and shared:
+            self.best = max(float(closeness[pk]) for pk in shared)
         for pk, value in closeness.items():
-            # The margin weighs the memories that share the question's names against each other; a memory
-            # about someone else needs the minimum only.
-            self.passed[pk] = bool(value >= (self.cut or self.minimum if pk in shared else self.minimum))
+            self.passed[pk] = bool(
+                value >= self.level(secret=secret[pk] or holds_value(texts[pk]), shared=pk in shared)
+            )
+
+    def level(self, *, secret: bool, shared: bool) -> float:
+        """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
+        shares a name with the question, another fact about someone the question names within ``fact_margin`` of
+        it and at ``fact_minimum``, a fact about someone else at ``minimum``."""
+        if self.general:
+            # All that may be told about the person asked about: their other facts, none of their secrets, and
+            # nothing about someone else.
+            return -np.inf if shared and not secret else np.inf
+        if self.best is None or not (secret or shared):
+            return self.minimum
+        if secret:
+            return max(self.minimum, self.best - self.margin)
+        return max(self.fact_minimum, self.best - self.fact_margin)
 
     def keep(self, ids) -> list:
         """The ids that pass, in their order (judging those not judged yet)."""
@@ -248,7 +275,10 @@ def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
         judge=embedder.blocks(),
         minimum=tuning.topic_minimum,
         margin=tuning.topic_margin,
+        fact_minimum=tuning.topic_minimum if tuning.topic_fact_minimum is None else tuning.topic_fact_minimum,
+        fact_margin=tuning.topic_fact_margin,
         no_topic=tuning.topic_no_topic,
+        general_level=tuning.topic_general,
     )
 
 
@@ -260,3 +290,21 @@ def _bare_question(judge) -> np.ndarray:
     if judge.name not in _bare:
         _bare[judge.name] = np.asarray(judge.embed_query(NEUTRAL))
     return _bare[judge.name]
+
+
+# Questions about a person in general, as the gate masks them: a question at least ``RecallTuning.topic_general``
+# close to one of them asks for everything that may be told about the person it names.
+GENERAL_QUESTIONS = (
+    f"What do you know about {NEUTRAL}?",
+    f"Tell me about {NEUTRAL}.",
+    f"Was weißt du über {NEUTRAL}?",
+    f"Cosa sai di {NEUTRAL}?",
+)
+_general: dict[str, np.ndarray] = {}
+
+
+def _general_questions(judge) -> np.ndarray:
+    """The judge's query vectors of GENERAL_QUESTIONS, embedded once per process."""
+    if judge.name not in _general:
+        _general[judge.name] = np.asarray(judge.embed_queries(list(GENERAL_QUESTIONS)))
+    return _general[judge.name]
