@@ -23,6 +23,7 @@ import functools
 import hashlib
 import re
 import threading
+import time
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ TITLE_WORD_SQL = rf"\m({'|'.join(re.escape(t) for t in TITLES)})\M"
 # only as a name is written.
 COMMON_ZIPF = 5.0
 # Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
+# The household's names are read once per NAMES_SECONDS per process (a person changed elsewhere counts after it).
+NAMES_SECONDS = 5.0
 CACHE_SIZE = 4096
 WORD = re.compile(r"\w+(?:['\u2019]s?)?")
 
@@ -68,12 +71,34 @@ def unread_script(text: str, judge) -> bool:
     return any(ch.isalpha() and unicodedata.name(ch, "?").split()[0] not in scripts for ch in text)
 
 
+_names: tuple[float, list[str]] | None = None  # (when read, the names): names of people, never a memory's text
+_names_lock = threading.Lock()
+
+
 def household_names() -> list[str]:
-    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna")."""
+    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna").
+
+    Kept per process for NAMES_SECONDS: a change of a person in this process clears them at once
+    (``household_names_changed``), one in another process is read within NAMES_SECONDS."""
+    global _names
+    with _names_lock:
+        if _names is not None and time.monotonic() - _names[0] < NAMES_SECONDS:
+            return _names[1]
+    read = time.monotonic()
     names = set()
     for name, aliases in Person.objects.values_list("name", "aliases"):
         names.update(n.strip().lower() for n in [name, *aliases] if n and n.strip())
-    return sorted(names, key=lambda n: (-len(n), n))
+    ordered = sorted(names, key=lambda n: (-len(n), n))
+    with _names_lock:
+        _names = (read, ordered)
+    return ordered
+
+
+def household_names_changed(**_) -> None:
+    """Forget the names kept by ``household_names`` (connected to a person's save and delete: memories/apps.py)."""
+    global _names
+    with _names_lock:
+        _names = None
 
 
 @functools.lru_cache(maxsize=8)

@@ -147,3 +147,24 @@ def test_a_secret_is_a_value_or_a_secret_topic(usem3):
     )
     assert [holds_secret(usem3, text, text) for text in secret] == [True] * len(secret)
     assert [holds_secret(usem3, text, text) for text in everyday] == [False] * len(everyday)
+
+
+def test_the_household_names_are_read_once_and_a_change_of_a_person_counts_at_once(db, django_assert_num_queries):
+    from memories.selectors import topic
+    from people.services import person_update
+
+    lukas = PersonFactory(name="Lukas")
+    assert topic.household_names() == ["lukas"]
+    with django_assert_num_queries(0):
+        assert topic.household_names() == ["lukas"]
+    greta = PersonFactory(name="Greta")
+    assert topic.household_names() == ["greta", "lukas"]
+    person_update(person=greta, changes={"aliases": ["Nonna Greta"]})
+    assert topic.household_names() == ["nonna greta", "greta", "lukas"]
+    greta.delete()
+    assert topic.household_names() == ["lukas"]
+    # A change no signal reports (another process, a bulk update) counts once the names are NAMES_SECONDS old.
+    type(lukas).objects.filter(pk=lukas.pk).update(name="Luca")
+    assert topic.household_names() == ["lukas"]
+    topic._names = (topic._names[0] - topic.NAMES_SECONDS, topic._names[1])
+    assert topic.household_names() == ["luca"]
