@@ -93,6 +93,8 @@ def secret_topics(judge, vectors: np.ndarray) -> np.ndarray:
     return (closest_secret >= TOPIC_LEVEL) & (closest_secret > (vectors @ everyday.T).max(axis=1))
 
 
-def holds_secret(judge, text: str, masked: str) -> bool:
-    """True when a memory's ``text`` holds a secret; ``masked`` is the text with the household's names masked."""
-    return holds_value(text) or bool(secret_topics(judge, np.asarray([judge.embed_documents([masked])[0]]))[0])
+def secrets_held(judge, texts: list[str], vectors: np.ndarray) -> list[bool]:
+    """Per memory text: whether it holds a secret; ``vectors`` are the judge's vectors of the texts with the
+    household's names masked."""
+    topics = secret_topics(judge, vectors)
+    return [bool(topic) or holds_value(text) for text, topic in zip(texts, topics, strict=True)]

@@ -33,7 +33,7 @@ from anyascii import anyascii
 
 from memories.languages import MAIN_LANGUAGES
 from memories.models import Memory
-from memories.selectors.secrets import holds_value, secret_topics
+from memories.selectors.secrets import secrets_held
 from people.models import Person
 
 # The word every name becomes, in the question and in the memory alike.
@@ -256,13 +256,11 @@ class TopicGate:
             return
         vectors = masked_vectors(self.judge, list(masked.values()))
         closeness = dict(zip(masked, vectors @ self.question, strict=True))
-        secret = dict(zip(masked, secret_topics(self.judge, vectors), strict=True))
+        secret = dict(zip(masked, secrets_held(self.judge, [texts[pk] for pk in masked], vectors), strict=True))
         if self.best is None and shared:
             self.best = max(float(closeness[pk]) for pk in shared)
         for pk, value in closeness.items():
-            self.passed[pk] = bool(
-                value >= self.level(secret=secret[pk] or holds_value(texts[pk]), shared=pk in shared)
-            )
+            self.passed[pk] = bool(value >= self.level(secret=secret[pk], shared=pk in shared))
 
     def level(self, *, secret: bool, shared: bool) -> float:
         """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that

