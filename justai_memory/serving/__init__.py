@@ -6,6 +6,8 @@
   job cluster.
 - ``gunicorn_conf``: gunicorn's configuration; ``asgi``: the Starlette app its uvicorn workers serve
   (``/mcp`` and Django); ``wsgi``: Django's WSGI entry point.
-- ``edge``: the answers before or around any endpoint (admission, JSON errors); ``log_format``: the log
-  lines; ``health``: each component's state for ``GET /internal/v1/health`` and the status page.
+- ``admission``: which requests of a worker run, wait or are told "busy"; ``log_format``: the log lines.
+
+``supervisor``, ``gunicorn_conf``, ``asgi`` and ``wsgi`` sit on top of the wiring (``asgi`` mounts MCP beside
+Django); ``embedded_db``, ``embedded_model`` and ``log_format`` at its bottom, below ``edge`` (.importlinter).
 """

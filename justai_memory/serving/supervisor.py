@@ -599,7 +599,7 @@ def prepare() -> None:
 def llm_notice() -> None:
     """Say at start when the memory role's model does not answer: conversations wait for it, and what to set."""
     from justai_core.ai_router import provider_status
-    from justai_memory.serving.health import LLM_HINT
+    from justai_memory.edge.health import LLM_HINT
 
     status = provider_status("memory")
     if status["ok"] or status.get("provider") == "embedded":  # the embedded model is still loading; its child reports
