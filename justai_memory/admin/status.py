@@ -19,7 +19,7 @@ from django.utils.translation import gettext as _
 from justai_memory.edge.health import health_report
 from memories.admin.filters import label_name
 from memories.models import ConsolidationRun, Memory, Provenance, RecallDay
-from transcripts.admin import extraction_advice
+from transcripts.admin.extraction import extraction_advice
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import extraction_retries_scheduled
 
