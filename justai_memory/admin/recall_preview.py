@@ -16,9 +16,9 @@ from django.utils.translation import gettext_lazy as _
 from justai_core.errors import ApplicationError
 from justai_core.locations import LOCAL, MODEL_LOCATIONS, ModelLocation
 from justai_memory.admin.trail import TrailMixin
-from memories.admin import MemoryAdmin
 from memories.admin.base import language_words
 from memories.admin.filters import label_name
+from memories.admin.memory import MemoryAdmin
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
 from memories.selectors.privacy import model_location_of
