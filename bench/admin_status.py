@@ -117,7 +117,7 @@ def main() -> None:
         for name, fn in parts.items():
             ms = median_ms(fn, args.repeat)
             print(f"{n:>9} {name:<32} {ms:>8.1f} {ms / baseline:>10.1f}")
-        with mock.patch("justai_memory.serving.health.provider_status", return_value=offline):
+        with mock.patch("justai_memory.edge.health.provider_status", return_value=offline):
             ms = median_ms(status.admin_status, args.repeat)
         print(f"{n:>9} {'admin_status() without the probe':<32} {ms:>8.1f} {ms / baseline:>10.1f}")
 

@@ -116,8 +116,7 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
     from memories.services.forget import memories_forget
     from memories.services.store import MemoryDraft, memory_store
     from people.models import Person, Room
-    from transcripts.models import Conversation, Turn
-    from transcripts.services.redaction import FORGOTTEN_MARKER
+    from transcripts.models import FORGOTTEN_MARKER, Conversation, Turn
 
     def digests_of(tokens) -> list[str]:
         return [hmac.new(digest_key(), t.encode(), hashlib.sha256).hexdigest() for t in tokens]

@@ -4,7 +4,7 @@
   token, revocation and registration endpoints always, and at the authorization endpoint for programs (a
   browser gets a page): a method the endpoint does not take is a 405 with ``Allow``; too many form fields, a
   NUL character or an overlong parameter ``invalid_request``; a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a 413
-  (the server's edge answers it first, in the same form: justai_memory/serving/edge.py); an error oauthlib
+  (the server's edge answers it first, in the same form: justai_memory/edge/answers.py); an error oauthlib
   answered without a description or a content type gets them.
 - The token endpoint takes the grant types ``authorization_code`` and ``refresh_token`` only (``MemoryServer``):
   any other, the device code grant among them, is ``unsupported_grant_type``. Each token request is one

@@ -83,10 +83,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "justai_memory.serving.edge.connections_returned",  # an answer is sent without a connection (a slow reader)
+    "justai_memory.edge.answers.connections_returned",  # an answer is sent without a connection (a slow reader)
     "django.middleware.security.SecurityMiddleware",
-    "justai_memory.serving.edge.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
-    "justai_memory.serving.edge.AdminStatementTimeoutMiddleware",  # the admin's pages: ADMIN_STATEMENT_TIMEOUT
+    "justai_memory.edge.answers.DatabaseUnavailableMiddleware",  # a view without its database: 503, not an error page
+    "justai_memory.edge.answers.AdminStatementTimeoutMiddleware",  # the admin's pages: ADMIN_STATEMENT_TIMEOUT
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # The admin's language from the browser (Accept-Language), among LANGUAGES; LANGUAGE_CODE otherwise.
@@ -173,7 +173,7 @@ if DATABASE_POOL:
     _options["pool"]["reset"] = lambda conn: conn.execute("RESET statement_timeout")
 # Each statement's time limit, seconds (0: none). A web request's (the pool's connections; API, MCP): past it the
 # request is a JSON 503 "busy" and its place is free; the admin's pages and actions raise theirs per request
-# (serving/edge.py); the job cluster's is set by the supervisor (JOB_STATEMENT_TIMEOUT); commands have none.
+# (edge/answers.py); the job cluster's is set by the supervisor (JOB_STATEMENT_TIMEOUT); commands have none.
 WEB_STATEMENT_TIMEOUT = env.float("WEB_STATEMENT_TIMEOUT", default=5.0)
 ADMIN_STATEMENT_TIMEOUT = env.float("ADMIN_STATEMENT_TIMEOUT", default=60.0)
 JOB_STATEMENT_TIMEOUT = env.float("JOB_STATEMENT_TIMEOUT", default=600.0)
@@ -352,7 +352,7 @@ JUSTAI_PORT = env.int("JUSTAI_PORT", default=8000)
 # than cores only add context switches (bench/load.py at 16 clients on 2 cores: 3 workers 89 req/s,
 # recall p95 263 ms; 2 workers 102 req/s, 217 ms).
 WEB_WORKERS = env.int("WEB_WORKERS", default=os.cpu_count() or 1)
-# Admission (justai_memory/serving/edge.py): a worker runs at most DATABASE_POOL_MAX_SIZE requests at once (one per pooled
+# Admission (justai_memory/serving/admission.py): a worker runs at most DATABASE_POOL_MAX_SIZE requests at once (one per pooled
 # connection); the others wait for their turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS admitted
 # at once (running or waiting); past either, a JSON 503 "busy" with Retry-After. A waiting request costs a coroutine.
 WEB_WORKER_CONNECTIONS = env.int("WEB_WORKER_CONNECTIONS", default=128)
@@ -361,7 +361,7 @@ WEB_QUEUE_TIMEOUT = env.float("WEB_QUEUE_TIMEOUT", default=5.0)
 # body; then the connection is closed (head) or answered 408 (body). A slow upload never holds a place.
 WEB_READ_TIMEOUT = env.float("WEB_READ_TIMEOUT", default=10.0)
 # Seconds a client may read nothing of an answer that waits for it; then the connection is dropped (reset) and the
-# request ends (serving/gunicorn_conf.py). A slow reader never holds a place: edge.Admission frees it when the answer
+# request ends (serving/gunicorn_conf.py). A slow reader never holds a place: serving.admission.Admission frees it when the answer
 # starts, and static files never take one.
 WEB_SEND_TIMEOUT = env.float("WEB_SEND_TIMEOUT", default=10.0)
 # The proxies whose X-Forwarded-For / X-Forwarded-Proto are trusted (comma-separated addresses or networks, "*"

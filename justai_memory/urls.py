@@ -52,6 +52,6 @@ urlpatterns = [
 ]
 
 # Errors Django answers outside any view (a foreign Host, a middleware's error): JSON on API paths.
-handler400 = "justai_memory.serving.edge.bad_request"
-handler404 = "justai_memory.serving.edge.not_found"
-handler500 = "justai_memory.serving.edge.server_error"
+handler400 = "justai_memory.edge.answers.bad_request"
+handler404 = "justai_memory.edge.answers.not_found"
+handler500 = "justai_memory.edge.answers.server_error"

@@ -10,7 +10,8 @@ from django.utils.translation import gettext_lazy as _
 from pgvector.django import HnswIndex, VectorField
 
 from memories.embedders import configured_dim
-from memories.languages import LANGUAGE_CODE_REGEX, TEXT_SEARCH_CONFIGS
+from memories.languages import TEXT_SEARCH_CONFIGS
+from people.models import LANGUAGE_CODE_REGEX
 
 
 class Kind(models.TextChoices):

@@ -7,8 +7,8 @@ from django.utils.formats import date_format
 from django.utils.translation import gettext_lazy as _
 
 from justai_core.locations import ModelLocation
-from memories.languages import LANGUAGE_CODE_REGEX
 from memories.models import choices_constraint
+from people.models import LANGUAGE_CODE_REGEX
 
 
 def local_time(moment) -> str:

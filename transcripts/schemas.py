@@ -96,14 +96,6 @@ class AskedAnswer(_Model):
     summary: AskedSummary
 
 
-class ExtractionAnswer(_Model):
-    """The whole answer as it is read."""
-
-    facts: list[AnswerItem] = Field(max_length=MAX_ITEMS)
-    preferences: list[AnswerItem] = Field(max_length=MAX_ITEMS)
-    summary: AnswerSummary
-
-
 _ITEM_LIST = TypeAdapter(Annotated[list[Any], Field(max_length=MAX_ITEMS)])
 
 

@@ -17,9 +17,9 @@ from justai_core.errors import ApplicationError
 from justai_core.locations import LOCAL, MODEL_LOCATIONS, ModelLocation
 from justai_memory.admin.trail import TrailMixin
 from justai_memory.api.caller import caller_resolve
-from memories.admin import MemoryAdmin
 from memories.admin.base import language_words
 from memories.admin.filters import label_name
+from memories.admin.memory import MemoryAdmin
 from memories.limits import MAX_TEXT_CHARS
 from memories.models import Memory, Scope
 from memories.services.recall import memory_recall

@@ -26,7 +26,7 @@ class HouseholdAdminSite(admin.AdminSite):
 
     def status_json(self, request):
         """``GET /internal/v1/health``'s report for a logged-in admin (the API itself takes a bearer token)."""
-        from justai_memory.serving.health import health_report
+        from justai_memory.edge.health import health_report
 
         body, status = health_report()
         return JsonResponse(body, status=status)

@@ -1,6 +1,6 @@
 """The admin's status page: the health report, extractions that need attention, consolidation, three charts.
 
-The components come from ``justai_memory.serving.health`` (the same code as ``GET /internal/v1/health``);
+The components come from ``justai_memory.edge.health`` (the same code as ``GET /internal/v1/health``);
 the charts are SVG drawn here on the server (no script, nothing from another host). Nothing on the
 page is memory text: counts, dates, ids and the text-free extraction errors.
 """
@@ -16,10 +16,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from justai_memory.serving.health import health_report
+from justai_memory.edge.health import health_report
 from memories.admin.filters import label_name
 from memories.models import ConsolidationRun, Memory, Provenance, RecallDay
-from transcripts.admin import extraction_advice
+from transcripts.admin.extraction import extraction_advice
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import extraction_retries_scheduled
 

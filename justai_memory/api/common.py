@@ -27,7 +27,6 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from justai_core.errors import ApplicationError
-from memories.languages import LANGUAGE_CODE_REGEX
 from memories.limits import (
     EARLIEST_TIMESTAMP,
     MAX_COMBINING_MARKS,
@@ -39,6 +38,7 @@ from memories.limits import (
     PAGE_LIMIT_MAX,
     timestamp_in_range,
 )
+from people.models import LANGUAGE_CODE_REGEX
 
 M = TypeVar("M", bound=Model)
 NOT_FOUND = "No {name} with id {pk}."

@@ -1,4 +1,4 @@
-"""GET /internal/v1/health: the verdict and each component's state (justai_memory.serving.health); 503 when database,
+"""GET /internal/v1/health: the verdict and each component's state (justai_memory.edge.health); 503 when database,
 embedder or cluster is down, "attention" with its reasons when the service runs but cannot learn."""
 
 from typing import Literal
@@ -6,7 +6,7 @@ from typing import Literal
 from ninja import Router, Schema, Status
 
 from justai_memory.api.common import ERRORS
-from justai_memory.serving.health import health_report
+from justai_memory.edge.health import health_report
 
 router = Router(tags=["health"])
 

@@ -13,8 +13,9 @@ from ninja import NinjaAPI
 
 from justai_memory.api import conversations, health, household, ingest, learned, memories, procedures, tools
 from justai_memory.api.auth import BearerToken, token_valid
-from justai_memory.api.errors import UNAUTHORIZED, error_response, install_error_handlers
+from justai_memory.api.errors import UNAUTHORIZED, install_error_handlers
 from justai_memory.api.parser import BoundedJsonParser
+from justai_memory.edge.errors import error_response
 
 # Who may read the API's description in a browser: staff who may view memories in the admin. The document
 # describes how memories are read and written; whoever may see them in the admin (and its recall preview,

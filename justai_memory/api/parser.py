@@ -8,20 +8,15 @@ from django.http import HttpRequest
 from ninja.parser import Parser
 
 from justai_core.errors import ApplicationError
+from justai_memory.edge.errors import body_too_large
 from memories.limits import MAX_BODY_BYTES, MAX_JSON_DEPTH
 
-BODY_TOO_LARGE = "The request body is larger than {limit} bytes."  # the API's bound here, the server's at its edge
 BODY_TOO_DEEP = f"The body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels."
 BODY_NOT_JSON = "The body is not valid JSON."
 BODY_NOT_OBJECT = "The body must be a JSON object."
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-def body_too_large(limit: int = MAX_BODY_BYTES) -> str:
-    """The 413's message, for the API's bound (MAX_BODY_BYTES) or the server's (serving/edge.py)."""
-    return BODY_TOO_LARGE.format(limit=limit)
 
 
 def json_depth(body: bytes) -> int:

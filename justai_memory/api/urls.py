@@ -6,9 +6,9 @@ from django.http import Http404, HttpRequest, HttpResponseNotAllowed
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
 
-from justai_memory.api.errors import METHOD_NOT_ALLOWED, NOT_FOUND, error_response
+from justai_memory.api.errors import METHOD_NOT_ALLOWED
 from justai_memory.api.main import api
-from justai_memory.api.parser import body_too_large
+from justai_memory.edge.errors import NOT_FOUND, body_too_large, error_response
 from memories.limits import MAX_BODY_BYTES
 
 

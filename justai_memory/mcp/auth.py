@@ -22,8 +22,8 @@ from django.http.request import split_domain_port, validate_host
 from connections.models import Access, Connection
 from connections.oauth import MCP_PATH, connection_for_token
 from justai_memory.api.auth import authorization_valid
-from justai_memory.api.errors import RETRY_AFTER_DATABASE, UNAVAILABLE
-from justai_memory.serving.edge import HOST_NOT_ALLOWED, send_json
+from justai_memory.edge.answers import HOST_NOT_ALLOWED, send_json
+from justai_memory.edge.errors import RETRY_AFTER_DATABASE, UNAVAILABLE
 
 NO_TOKEN = (
     "This MCP server needs a bearer token: sign in with OAuth (the authorization server is named in "

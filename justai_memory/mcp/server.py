@@ -38,7 +38,6 @@ from connections.models import READ, WRITE
 from justai_core.errors import ApplicationError, with_source
 from justai_memory import __version__
 from justai_memory.api.caller import RequestCaller, caller_of_connection, caller_of_ids
-from justai_memory.api.errors import database_error_answer, validation_messages
 from justai_memory.api.learned import SOURCE_LIMIT_DEFAULT, MemorySourceIn, MemorySourceOut, memory_sources
 from justai_memory.api.memories import (
     FindToForgetIn,
@@ -53,6 +52,7 @@ from justai_memory.api.memories import (
     remembered,
 )
 from justai_memory.api.tools import TOOLS
+from justai_memory.edge.errors import database_error_answer, validation_messages
 from justai_memory.mcp.auth import McpAuth, request_grant
 from memories.actors import Actor
 from memories.limits import MAX_ID, RECALL_LIMIT_DEFAULT

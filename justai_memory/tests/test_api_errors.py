@@ -108,7 +108,7 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
         raise RuntimeError(f"Failing row contains ({kwargs['query']})")
 
     monkeypatch.setattr(memories_api, "memory_recall", broken)
-    with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
+    with caplog.at_level(logging.ERROR, logger="justai_memory.edge.errors"):
         response = api.post(
             "/internal/v1/recall", {"query": "Zebra-Passwort 98765", "room_id": room.pk, "model_location": "local"}
         )
@@ -120,7 +120,7 @@ def test_an_unexpected_exception_is_a_json_500_whose_id_is_logged_without_conten
 
 
 def test_an_error_outside_the_api_s_handlers_is_the_same_json_500_with_an_id_that_is_logged(monkeypatch, caplog):
-    """handler500 (serving/edge.py) on an API path answers as the API does: one message, an id in the log."""
+    """handler500 (edge/answers.py) on an API path answers as the API does: one message, an id in the log."""
     from connections.oauth import ResourceMetadataView
 
     secret = "Zebra-Passwort 98765"
@@ -129,19 +129,19 @@ def test_an_error_outside_the_api_s_handlers_is_the_same_json_500_with_an_id_tha
         raise RuntimeError(f"Failing row contains ({secret})")
 
     monkeypatch.setattr(ResourceMetadataView, "get", broken)
-    with caplog.at_level(logging.ERROR, logger="justai_memory.api.errors"):
+    with caplog.at_level(logging.ERROR, logger="justai_memory.edge.errors"):
         response = Client(raise_request_exception=False).get("/.well-known/oauth-protected-resource")
     body = _contract(response, 500)
     [error_id] = re.findall(r"[0-9a-f]{12}", body["error"])
     assert body["error"] == f"Internal error {error_id}; the log has the details under this id."
-    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "justai_memory.api.errors")
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "justai_memory.edge.errors")
     assert error_id in logged and "RuntimeError" in logged and "broken" in logged and "Zebra" not in logged
 
 
 def test_a_body_over_a_bound_reads_the_same_at_the_server_s_edge_and_in_the_api(client, api_token):
     import asyncio
 
-    from justai_memory.serving.edge import Admission
+    from justai_memory.serving.admission import Admission
     from memories.limits import MAX_BODY_BYTES
 
     response = client.post(
@@ -245,7 +245,7 @@ def test_a_pool_timeout_is_busy_while_the_database_is_up_and_unreachable_when_it
     """A full pool whose every connection is in use times out: busy. A pool that cannot connect times out too: down."""
     from psycopg_pool import ConnectionPool
 
-    from justai_memory.api.errors import pool_exhausted
+    from justai_memory.edge.errors import pool_exhausted
 
     params = {**connection.get_connection_params(), "autocommit": True}
     with ConnectionPool(kwargs=params, min_size=1, max_size=1, timeout=0.3) as full:
@@ -263,7 +263,7 @@ def test_a_pool_timeout_is_busy_while_the_database_is_up_and_unreachable_when_it
 
 def test_busy_is_a_json_503_with_retry_after_logged_as_a_warning(rf, caplog):
     """Not the ERROR django.request writes for a 503: the response is marked logged."""
-    from justai_memory.api.errors import BUSY_TOO_LONG, busy_response
+    from justai_memory.edge.errors import BUSY_TOO_LONG, busy_response
 
     with caplog.at_level(logging.WARNING):
         response = busy_response(rf.post("/internal/v1/recall"), BUSY_TOO_LONG.format(seconds="5"))
@@ -278,7 +278,7 @@ def test_busy_is_a_json_503_with_retry_after_logged_as_a_warning(rf, caplog):
 def test_a_statement_past_its_time_limit_is_busy_naming_no_internals(settings):
     from django.db import OperationalError, connection
 
-    from justai_memory.api.errors import database_error_answer
+    from justai_memory.edge.errors import database_error_answer
 
     settings.DATABASE_STATEMENT_TIMEOUT = 0.1
     with pytest.raises(OperationalError) as raised, connection.cursor() as cursor:
@@ -295,7 +295,7 @@ def test_the_admin_s_pages_run_under_their_own_statement_time_limit(rf, settings
     from django.db import connection
     from django.http import HttpResponse
 
-    from justai_memory.serving.edge import AdminStatementTimeoutMiddleware
+    from justai_memory.edge.answers import AdminStatementTimeoutMiddleware
 
     settings.DATABASE_POOL, settings.ADMIN_STATEMENT_TIMEOUT = True, 60
     seen = {}

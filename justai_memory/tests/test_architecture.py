@@ -1,4 +1,5 @@
-"""The import direction (justai_core <- people <- memories <- transcripts <- connections <- API wiring), by import-linter."""
+"""The import direction (justai_core <- people <- memories <- transcripts <- connections <- API wiring, and inside the
+wiring processes <- MCP | admin <- API | commands <- edge), by import-linter."""
 
 import ast
 import configparser
@@ -26,7 +27,7 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
 def test_the_apps_import_only_downwards():
     result = lint_imports(Path(settings.BASE_DIR))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kept, 0 broken" in result.stdout
+    assert "3 kept, 0 broken" in result.stdout
 
 
 def contract() -> configparser.SectionProxy:
@@ -63,7 +64,61 @@ def skeleton(root: Path) -> None:
     for package in ("selectors", "services"):
         (root / "memories" / package).mkdir()
         (root / "memories" / package / "__init__.py").write_text("")
+    for module in wiring_modules():
+        path = root / Path(*module.split("."))
+        for package in [*reversed(path.relative_to(root).parents)][1:]:
+            (root / package).mkdir(exist_ok=True)
+            (root / package / "__init__.py").touch()
+        if (Path(settings.BASE_DIR) / path.relative_to(root)).is_dir():  # a package, as in the tree
+            path.mkdir(exist_ok=True)
+            (path / "__init__.py").touch()
+        else:
+            path.with_suffix(".py").touch()
     (root / ".importlinter").write_text(CONFIG.read_text())
+
+
+def wiring_contract() -> configparser.SectionProxy:
+    config = configparser.ConfigParser()
+    config.read(CONFIG)
+    return config["importlinter:contract:wiring-layers"]
+
+
+def wiring_layers() -> list[list[str]]:
+    """The wiring contract's layers, top first, each the modules it holds."""
+    return [re.split(r"\s*[|:]\s*", line.strip()) for line in wiring_contract()["layers"].splitlines() if line.strip()]
+
+
+def wiring_modules() -> list[str]:
+    return [module for layer in wiring_layers() for module in layer]
+
+
+def test_every_module_of_the_wiring_sits_in_a_layer_of_its_contract():
+    """A module added to justai_memory outside every layer would be free to import anything."""
+    root = Path(settings.BASE_DIR)
+    layered = wiring_modules()
+    modules = {
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for path in (root / "justai_memory").rglob("*.py")
+        if "tests" not in path.relative_to(root).parts
+    }
+    outside = sorted(
+        module
+        for module in modules - {"justai_memory", "justai_memory.serving"}
+        if not any(module == name or module.startswith(f"{name}.") for name in layered)
+    )
+    assert not outside, f"name these in a layer of the wiring contract (.importlinter): {outside}"
+
+
+def test_the_wiring_stacks_the_processes_on_mcp_on_the_api_on_the_edge():
+    layers = wiring_layers()
+    top = [i for i, layer in enumerate(layers) if "justai_memory.serving.supervisor" in layer]
+    order = [
+        next(i for i, layer in enumerate(layers) if name in layer)
+        for name in ("justai_memory.serving.asgi", "justai_memory.mcp", "justai_memory.api", "justai_memory.edge")
+    ]
+    assert top == [0] and order == sorted(set(order))
+    assert "justai_memory.admin" in layers[order[1]] and "justai_memory.management" in layers[order[2]]
+    assert "justai_memory.serving.log_format" in layers[-1]
 
 
 @pytest.mark.slow
@@ -84,6 +139,23 @@ def test_the_core_may_not_import_an_app(tmp_path):
     result = lint_imports(tmp_path)
     assert result.returncode != 0
     assert "justai_core.ai_router -> people.models" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("justai_memory.edge.answers", "justai_memory.api"),  # the edge's answers once came from the API
+        ("justai_memory.mcp.auth", "justai_memory.serving.admission"),  # MCP once imported the serving package
+        ("justai_memory.api.health", "justai_memory.mcp"),
+    ],
+)
+def test_the_wiring_contract_breaks_on_an_import_back_up(tmp_path, importer, imported):
+    skeleton(tmp_path)
+    (tmp_path / Path(*importer.split("."))).with_suffix(".py").write_text(f"import {imported}\n")
+    result = lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert f"{importer} -> {imported}" in result.stdout
 
 
 def test_the_memories_selectors_may_not_import_its_services():
@@ -328,7 +400,7 @@ def test_the_architecture_doc_names_every_app_of_the_contract():
 
 # At the wiring layer's top only what Django and the job cluster name by path; the rest is in packages.
 WIRING_TOP = {"__init__.py", "household.py", "schedules.py", "settings.py", "settings_test.py", "urls.py"}
-WIRING_PACKAGES = {"admin", "api", "management", "mcp", "serving", "tests"}
+WIRING_PACKAGES = {"admin", "api", "edge", "management", "mcp", "serving", "tests"}
 
 
 def test_the_wiring_layer_keeps_its_modules_in_packages_by_what_they_are():

@@ -91,7 +91,7 @@ def test_importing_the_app_into_a_configured_process_leaves_its_environment_alon
 def test_an_answer_that_is_not_read_holds_no_place_and_a_static_file_takes_none():
     """Admission(running=1): the first request's answer has started but its client reads nothing (its body's send
     waits): the next runs at once. Ungated requests (static files) run beside a held place, never waiting for one."""
-    from justai_memory.serving.edge import Admission
+    from justai_memory.serving.admission import Admission
 
     async def run():
         admission = Admission(running=1, limit=8, wait=0.5)
@@ -131,7 +131,7 @@ def test_an_answer_that_is_not_read_holds_no_place_and_a_static_file_takes_none(
 def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_says_busy_past_its_bounds():
     """Admission(running=1, limit=3, wait=0.5): the first runs, two wait in order, the fourth is told "busy" at once;
     a waiting one that gets no turn within the wait is told "busy" too; a body is read before anything counts."""
-    from justai_memory.serving.edge import Admission
+    from justai_memory.serving.admission import Admission
 
     async def run():
         admission = Admission(running=1, limit=3, wait=0.5)
@@ -186,7 +186,7 @@ def test_admission_runs_one_per_pooled_connection_queues_the_rest_in_order_and_s
 def test_busy_on_an_oauth_endpoint_is_rfc_6749_json_and_elsewhere_the_api_s():
     """Admission(running=1, limit=1): a second request while the first runs is told "busy" at once, in the form of
     its path: ``temporarily_unavailable`` with a description on /oauth/, the API's ``error`` and ``field`` elsewhere."""
-    from justai_memory.serving.edge import Admission
+    from justai_memory.serving.admission import Admission
 
     async def run():
         admission, release = Admission(running=1, limit=1, wait=0.5), asyncio.Event()

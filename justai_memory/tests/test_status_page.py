@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone, translation
 
-from justai_memory.serving.health import attention_reasons
+from justai_memory.edge.health import attention_reasons
 from people.tests.factories import RoomFactory
 from transcripts.models import ExtractionStatus
 from transcripts.tests.factories import ConversationFactory

@@ -2,14 +2,14 @@
 
 import pytest
 
-from justai_memory.serving import supervisor
-from justai_memory.serving.supervisor import GiveUp, Restarts
+from justai_memory.serving import children
+from justai_memory.serving.children import GiveUp, Restarts
 
 
 @pytest.fixture
 def clock(monkeypatch):
     now = [1000.0]
-    monkeypatch.setattr(supervisor.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(children.time, "monotonic", lambda: now[0])
     return now
 
 
@@ -54,14 +54,14 @@ def test_a_child_that_ran_a_minute_starts_its_backoff_over(clock):
         restarts.started()
         restarts.failed("exited with code -9")
     restarts.started()
-    clock[0] += supervisor.QUICK_SECONDS
+    clock[0] += children.QUICK_SECONDS
     restarts.failed("exited with code -9")
-    assert restarts.restart_at == clock[0] + supervisor.BACKOFF_FIRST
+    assert restarts.restart_at == clock[0] + children.BACKOFF_FIRST
 
 
 def test_the_backoff_is_capped(clock):
     restarts = Restarts("database")
-    restarts.backoff = supervisor.BACKOFF_MAX
+    restarts.backoff = children.BACKOFF_MAX
     restarts.started()
     restarts.failed("postmaster is gone")
-    assert restarts.backoff == supervisor.BACKOFF_MAX
+    assert restarts.backoff == children.BACKOFF_MAX

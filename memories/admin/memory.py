@@ -31,7 +31,7 @@ from memories.admin.filters import (
 )
 from memories.admin.forms import MemoryChangeForm, MemoryNoteForm
 from memories.models import AuditEvent, Memory, Scope, Status
-from memories.selectors.search import memories_search_hits
+from memories.selectors.search import memories_search, memories_search_hits
 from memories.services.edit import EDITABLE_FIELDS, MemoryChanges, memory_edit, memory_note_add
 from memories.services.forget import memories_forget
 from memories.services.store import StoreOutcome
@@ -198,7 +198,7 @@ class MemoryAdmin(admin.ModelAdmin):
         """The hybrid search (meaning and words) over the filtered list, best match first."""
         if not search_term.strip():
             return queryset, False
-        ids = [hit.id for hit in memories_search_hits(query=search_term, queryset=queryset)]
+        ids = memories_search(query=search_term, queryset=queryset)
         if not ids:
             return queryset.none(), False
         found = queryset.filter(pk__in=ids)

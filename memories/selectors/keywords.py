@@ -149,11 +149,6 @@ def forget_statistics() -> None:
     _statistics.clear()
 
 
-def frequent_lexemes() -> frozenset[str]:
-    """Lexemes in more than FREQUENT_LEXEME_ROWS memories by the planner's statistics."""
-    return frozenset(lexeme for lexeme, n in keyword_statistics().rows.items() if n > FREQUENT_LEXEME_ROWS)
-
-
 def _fold(text: str) -> str:
     """Lower case without accents, umlauts or ß (as the stemmers fold them)."""
     decomposed = unicodedata.normalize("NFKD", text.lower().replace("ß", "ss"))

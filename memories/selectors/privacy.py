@@ -12,7 +12,7 @@ from people.models import Household
 MODEL_LOCATION_REQUIRED = (
     "'model_location' is required: 'local' or 'cloud', where the model that reads the answer runs."
 )
-# The words the API's schema answers a value outside its choices with (justai_memory/api/errors.py), so that
+# The words the API's schema answers a value outside its choices with (justai_memory/edge/errors.py), so that
 # every surface refuses a location alike: the API's fields, MCP's header, a service's argument.
 MODEL_LOCATION_INVALID = "'model_location' must be one of: local, cloud."
 WITHHELD_FOR_CLOUD = (

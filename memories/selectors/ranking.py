@@ -172,7 +172,7 @@ def ranked_memories(
     languages: list[str],
     limit: int,
     thresholds,
-    tuning: RecallTuning = RecallTuning(),
+    tuning: RecallTuning,
     gate: TopicGate | None = None,
 ) -> list[Fused]:
     """The best ``limit`` candidates for the question by meaning, by words and by the dates it names, fused.
@@ -214,7 +214,28 @@ def ranked_memories(
         if hit.similarity is not None:
             similarity.setdefault(hit.id, hit.similarity)
     keep_vector = tuning.keep_first if by_vector else 0
-    rankings = {
+    rankings = _path_rankings(
+        similarity, by_keyword, in_span, thresholds=thresholds, tuning=tuning, keep_vector=keep_vector
+    )
+    if tuning.context_path and tuning.context_weight:
+        _add_context(
+            rankings,
+            similarity,
+            candidates=candidates,
+            embedding=embedding,
+            limit=limit,
+            min_similarity=min(thresholds.context_min, floor) if tuning.context_floor else -1.0,
+            thresholds=thresholds,
+            tuning=tuning,
+            keep_vector=keep_vector,
+            gate=gate,
+        )
+    return fuse(rankings, limit=limit)
+
+
+def _path_rankings(similarity, by_keyword, in_span, *, thresholds, tuning, keep_vector) -> dict[str, Ranking]:
+    """The rankings of the vector, keyword and date paths that ``fuse`` merges (the context path comes after)."""
+    return {
         "vector": _vector_ranking(similarity, keep=keep_vector, thresholds=thresholds, weight=tuning.vector_weight),
         "keyword": Ranking(
             hits=[(hit.id, hit.score) for hit in by_keyword if hit.in_query_language],
@@ -230,20 +251,6 @@ def ranked_memories(
             weight=tuning.date_weight,
         ),
     }
-    if tuning.context_path and tuning.context_weight:
-        _add_context(
-            rankings,
-            similarity,
-            candidates=candidates,
-            embedding=embedding,
-            limit=limit,
-            min_similarity=min(thresholds.context_min, floor) if tuning.context_floor else -1.0,
-            thresholds=thresholds,
-            tuning=tuning,
-            keep_vector=keep_vector,
-            gate=gate,
-        )
-    return fuse(rankings, limit=limit)
 
 
 def _add_context(

@@ -6,7 +6,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
 from django.urls import reverse
 
-from memories.admin import MemoryAdmin
+from memories.admin.memory import MemoryAdmin
 from memories.embedders import get_embedder
 from memories.models import AuditEvent, ConsolidationRun, Memory, Provenance, Scope, Status
 from memories.services.forget import memories_forget

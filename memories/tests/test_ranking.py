@@ -112,6 +112,7 @@ def test_a_memory_below_both_paths_first_ten_reaches_the_top_when_it_is_strong_o
         languages=["en"],
         limit=10,
         thresholds=one_hot_thresholds(context_min=0.0),
+        tuning=RecallTuning.for_embedder("hash"),
     )
 
     assert ranked[0].id == both.pk
@@ -472,6 +473,7 @@ def test_context_never_brings_what_the_speaker_may_not_see():
             languages=["en"],
             limit=5,
             thresholds=one_hot_thresholds(context_min=0.0),
+            tuning=RecallTuning.for_embedder("hash"),
         )
         return {r.id: r.found_by for r in result}
 

@@ -12,7 +12,7 @@ from django.utils.html import escape
 from django_q.models import OrmQ
 
 from people.tests.factories import PersonFactory
-from transcripts.admin import stats_text
+from transcripts.admin.extraction import stats_text
 from transcripts.models import Conversation
 from transcripts.selectors import EXTRACT_JOB
 from transcripts.services.extraction.run import conversation_extract

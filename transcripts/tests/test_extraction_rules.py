@@ -276,7 +276,7 @@ def test_an_item_about_the_person_a_turn_names_is_not_given_to_its_speaker_and_a
 def test_the_bundled_smoke_test_model_is_asked_but_nothing_is_stored_and_health_says_how_to_get_a_real_one(
     fake_llm, settings
 ):
-    from justai_memory.serving.health import llm_status
+    from justai_memory.edge.health import llm_status
 
     settings.AI_ROLES = {"memory": memory_role(fake_llm.base_url, provider="embedded")}
     settings.AI_MEMORY_SMOKE_MODEL = True

@@ -14,10 +14,10 @@ from memories.services.forget import memories_forget
 from memories.tests.factories import MemoryFactory
 from people.models import Household
 from people.tests.factories import PersonFactory, RoomFactory
-from transcripts.models import ExtractionStatus, Turn
+from transcripts.models import FORGOTTEN_MARKER, ExtractionStatus, Turn
 from transcripts.services.conversations import TurnDraft, turns_append
 from transcripts.services.extraction.run import conversation_extract
-from transcripts.services.redaction import FORGOTTEN_MARKER, redacted
+from transcripts.services.redaction import redacted
 from transcripts.services.rerun import conversations_extract_rerun
 from transcripts.tests.factories import ConversationFactory, TurnFactory
 from transcripts.tests.fake_llm import extraction_answer

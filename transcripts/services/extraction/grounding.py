@@ -4,6 +4,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+from transcripts.models import FORGOTTEN_MARKER
 from transcripts.schemas import (
     Extraction,
     Rejection,
@@ -12,7 +13,6 @@ from transcripts.schemas import (
 from transcripts.services.extraction.prompt import EXAMPLE_COPIED, EXAMPLE_SAYINGS, PromptTurn
 from transcripts.services.extraction.rules import Said, extraction_said
 from transcripts.services.extraction.words import content_words, digits_read, text_values
-from transcripts.services.redaction import FORGOTTEN_MARKER
 
 # Grounding: why an item was dropped (text-free: the path names the item, the rule names turn numbers).
 NO_SUCH_TURN = "cites turn {n}, which the conversation does not have"

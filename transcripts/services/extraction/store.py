@@ -6,14 +6,13 @@ from memories.languages import detection_languages
 from memories.models import Memory, Provenance, Scope, Source
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store, memory_store_batch
 from people.models import Person
-from transcripts.models import Conversation, Turn
+from transcripts.models import FORGOTTEN_MARKER, Conversation, Turn
 from transcripts.schemas import (
     ExtractedItem,
     Extraction,
 )
 from transcripts.services.extraction.grounding import Grounding
 from transcripts.services.extraction.rules import item_ruled
-from transcripts.services.redaction import FORGOTTEN_MARKER
 
 ACTOR = Actor.job("memory.extract")
 MAX_REJECTIONS_KEPT = 20  # per conversation, in its stats (the count is complete)

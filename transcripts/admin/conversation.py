@@ -1,16 +1,10 @@
-"""The admin for transcripts: conversations with their turns (read-only), extraction status, re-running extraction."""
+"""Conversations with their turns: read-only records of what was said, what they taught, and their extraction."""
 
 import json
-from dataclasses import dataclass
 
-from django.conf import settings
-from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.contrib import admin
 from django.db.models import Count, F, Q, Window
 from django.db.models.functions import RowNumber
-from django.http import HttpResponseNotAllowed
-from django.shortcuts import redirect
-from django.urls import path
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
@@ -18,137 +12,13 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
 
-from justai_core import ai_router
 from memories.admin.base import language_words, memory_link, when
 from memories.admin.filters import label_name
 from memories.models import Memory
-from transcripts.models import Conversation, Event, ExtractionStatus, Sighting, Turn
-from transcripts.selectors import conversation_speakers, extraction_hint, extraction_retries_scheduled
-from transcripts.services import rerun
-from transcripts.services.redaction import FORGOTTEN_MARKER
-from transcripts.services.rerun import conversations_extract_rerun
-
-# The extraction's counts in words (transcripts.services.extraction writes them); others show by their key.
-STAT_WORDS = {
-    "extracted": _("extracted"),
-    "facts": _("facts"),
-    "preferences": _("preferences"),
-    "inferred": _("guessed"),
-    "items_rejected": _("rejected"),
-    "created": _("stored"),
-    "merged": _("merged"),
-    "skipped_forgotten": _("left out (forgotten)"),
-    "repeats": _("repeated in the answer (stored once)"),
-    "ungrounded": _("left out (nobody said it)"),
-    "answer_tokens": _("tokens of the answer"),
-    "llm_ms": _("language model (ms)"),
-    "store_ms": _("storing (ms)"),
-    "user_chars": _("characters said"),
-    "wait_ms": _("waited (ms)"),
-}
-
-
-def stats_text(stats: dict) -> str:
-    """The numeric extraction stats as 'name n, ...' in words (the stats hold counts, never memory text)."""
-    return ", ".join(
-        f"{STAT_WORDS.get(name, name)} {value}"
-        for name, value in sorted((stats or {}).items())
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    )
-
-
-def rerun_refusal_words(reason: str) -> str:
-    """Why a re-run was refused, in the page's language (the service's reasons are English constants)."""
-    words = {
-        rerun.NOT_FOUND: _("no such conversation"),
-        rerun.STILL_OPEN: _("still open: it is extracted once it has ended"),
-        rerun.BLOCKED: _("speaker deleted: never extracted (it would become shared memories)"),
-        rerun.WAITING_LOCAL: _(
-            "waiting for a local model: set AI_MEMORY_* to a local provider, or allow personal memories to cloud models"
-        ),
-        rerun.BUSY: _("already queued or running"),
-    }
-    return str(words.get(reason, reason))
-
-
-@dataclass(frozen=True)
-class Advice:
-    """Why a conversation's extraction fails or waits and what to do, for the household in the page's language;
-    ``detail``, for the operator, is the stored reason and the settings (classes, URLs, figures: never what was said)."""
-
-    why: str
-    what: str
-    detail: str
-
-
-def folded(words: str, detail: str) -> str:
-    """``words`` with ``detail`` folded away beneath ("Details for the operator"), as the admin shows reasons."""
-    if not detail:
-        return format_html("{}", words)
-    return format_html(
-        '{}<details class="operator-detail"><summary>{}</summary><pre style="white-space: pre-wrap">{}</pre></details>',
-        words,
-        gettext("Details for the operator"),
-        detail,
-    )
-
-
-def extraction_advice(conversation, *, cluster_ok: bool = True, next_retry=None) -> Advice | None:
-    """Why the extraction of ``conversation`` failed or waits, and what to do; None when it neither failed nor waits."""
-    status, error = conversation.extraction_status, conversation.extraction_error
-    detail = "\n".join(part for part in (error, extraction_hint(conversation=conversation)) if part)
-    if status == ExtractionStatus.WAITING_MODEL:
-        why = gettext("The language model does not answer, so this conversation waits to be read.")
-        what = gettext(
-            "Start the language model, or set one up as docs/extraction.md describes. The conversation is "
-            "read within a minute of the model answering."
-        )
-        return Advice(why, what, detail)
-    if status == ExtractionStatus.WAITING_LOCAL:
-        why = gettext("The language model runs in the cloud, and personal memories may not be sent there.")
-        what = gettext(
-            "Set a local model (AI_MEMORY_PROVIDER), or allow personal memories to the cloud under Settings."
-        )
-        return Advice(why, what, detail)
-    if status == ExtractionStatus.QUEUED:
-        if not cluster_ok:
-            return Advice(
-                gettext("It waits for the job cluster."), gettext("Start the job cluster (scripts/run starts it)."), ""
-            )
-        return Advice(gettext("It waits for its turn in the job queue."), gettext("Nothing: it runs shortly."), "")
-    if status != ExtractionStatus.FAILED:
-        return None
-    return Advice(_failure_words(error), _failure_remedy(conversation, next_retry=next_retry), detail)
-
-
-def _failure_words(error: str) -> str:
-    if ai_router.UNREACHABLE_MARK in error:
-        return gettext("The language model did not answer.")
-    if ai_router.TOO_SLOW_MARK in error:
-        return gettext("The language model took too long to answer.")
-    if error:
-        return gettext("Reading the conversation failed.")
-    return gettext("No reason was recorded.")
-
-
-def _failure_remedy(conversation, *, next_retry) -> str:
-    what = []
-    if ai_router.TOO_SLOW_MARK in conversation.extraction_error:
-        what.append(gettext("Use a faster model (docs/extraction.md), or raise AI_TIMEOUT."))
-    if next_retry is not None:
-        moment = date_format(timezone.localtime(next_retry), "SHORT_DATETIME_FORMAT")
-        what.append(gettext("It is tried again at %(time)s.") % {"time": moment})
-    elif conversation.extraction_attempts >= settings.EXTRACTION_MAX_ATTEMPTS:
-        what.append(
-            gettext("No attempts are left: remove the cause, then use “Re-run extraction” on the conversation.")
-        )
-    return " ".join(what) or gettext("Use “Re-run extraction” on the conversation.")
-
-
-def conversation_names(ids) -> str:
-    """Conversations by who and when (``Conversation.__str__``), as the messages about them name them."""
-    found = {c.pk: str(c) for c in Conversation.objects.filter(pk__in=ids).select_related("speaker")}
-    return "; ".join(found.get(pk, f"#{pk}") for pk in ids)
+from transcripts.admin.extraction import extraction_advice, folded, stats_text
+from transcripts.admin.rerun import RerunExtraction
+from transcripts.models import FORGOTTEN_MARKER, Conversation, Turn
+from transcripts.selectors import conversation_speakers, extraction_retries_scheduled
 
 
 def memories_learned_from(conversations):
@@ -217,7 +87,7 @@ class EndedFilter(admin.SimpleListFilter):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(RerunExtraction, admin.ModelAdmin):
     """Conversations are records of what was said: read-only, except for re-running their extraction."""
 
     # Few, narrow columns: the list fits a 1,366 px screen with the filters beside it.
@@ -244,7 +114,6 @@ class ConversationAdmin(admin.ModelAdmin):
     list_select_related = ["room", "speaker"]
     date_hierarchy = "started_at"
     inlines = [TurnInline]
-    actions = ["rerun_extraction"]
     change_form_template = "admin/transcripts/conversation/change_form.html"
     fieldsets = [
         (
@@ -401,30 +270,6 @@ class ConversationAdmin(admin.ModelAdmin):
         learned = memories_learned_from([conversation]).count() if conversation else 0
         return super().delete_view(request, object_id, {"memories_learned": learned, **(extra_context or {})})
 
-    def get_urls(self):
-        info = self.opts.app_label, self.opts.model_name
-        return [
-            path(
-                "<int:conversation_id>/rerun/",
-                self.admin_site.admin_view(self.rerun_view),
-                name="{}_{}_rerun".format(*info),
-            ),
-            *super().get_urls(),
-        ]
-
-    def render_change_form(self, request, context, *args, **kwargs):
-        context["may_rerun"] = super().has_change_permission(request)
-        return super().render_change_form(request, context, *args, **kwargs)
-
-    def rerun_view(self, request, conversation_id: int):
-        """POST from the conversation's page: the same re-run as the list's action, back to the page."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        if not super().has_change_permission(request):
-            raise PermissionDenied
-        self.rerun_extraction(request, Conversation.objects.filter(pk=conversation_id))
-        return redirect("admin:transcripts_conversation_change", conversation_id)
-
     @admin.display(description=_("extraction stats"))
     def extraction_stats_pretty(self, obj):
         """The counts in words, then the stats as stored (their keys are data: stable, in English)."""
@@ -435,41 +280,3 @@ class ConversationAdmin(admin.ModelAdmin):
             stats_text(obj.extraction_stats),
             json.dumps(obj.extraction_stats, indent=2, sort_keys=True),
         )
-
-    @admin.action(description=_("Re-run extraction of the selected conversations"), permissions=["change"])
-    def rerun_extraction(self, request, queryset):
-        """Reset and queue the extraction of the selected conversations (``conversations_extract_rerun``)."""
-        result = conversations_extract_rerun(conversation_ids=list(queryset.values_list("pk", flat=True)))
-        if result.queued:
-            message = ngettext(
-                "Queued extraction for %(n)d conversation: %(ids)s. Any retry it had scheduled was replaced.",
-                "Queued extraction for %(n)d conversations: %(ids)s. Any retry they had scheduled was replaced.",
-                len(result.queued),
-            )
-            named = conversation_names(result.queued)
-            self.message_user(request, message % {"n": len(result.queued), "ids": named}, messages.SUCCESS)
-        by_reason: dict[str, list[int]] = {}
-        for pk, reason in sorted(result.refused.items()):
-            by_reason.setdefault(reason, []).append(pk)
-        for reason, ids in by_reason.items():
-            text = gettext("Not queued, %(reason)s: %(ids)s.") % {
-                "reason": rerun_refusal_words(reason),
-                "ids": conversation_names(ids),
-            }
-            self.message_user(request, text, messages.WARNING)
-
-
-@admin.register(Sighting)
-class SightingAdmin(admin.ModelAdmin):
-    list_display = ["seen_at", "person", "room"]
-    list_filter = ["room", "person", "seen_at"]
-    list_select_related = ["person", "room"]
-    date_hierarchy = "seen_at"
-
-
-@admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
-    list_display = ["occurred_at", "kind", "room", "person"]
-    list_filter = ["kind", "room", "occurred_at"]
-    list_select_related = ["room", "person"]
-    date_hierarchy = "occurred_at"
