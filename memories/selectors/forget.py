@@ -13,11 +13,9 @@ from memories.models import Memory
 from memories.selectors.duplicates import duplicate_scope_memories, is_duplicate
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
+from memories.selectors.ranking import RecallTuning
 
 FORGET_CANDIDATES_MAX = 5
-# A vector hit far below the best one is noise, not what the speaker meant ("forget the gate code"
-# should not offer every memory that shares a few words). Keyword hits are not affected.
-VECTOR_MARGIN = 0.2
 MAX_KEYWORDS = 12
 # The household's main languages: a word that is a stop word in any of them says nothing about what to forget.
 KEYWORD_LANGUAGES = MAIN_LANGUAGES
@@ -32,6 +30,12 @@ REQUEST_WORDS = frozenset(
     """.split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _what_to_forget(query: str) -> str:
+    """The request without its request words, what the vector path embeds: "Vergiss den Ersatzschlüssel" ->
+    "den Ersatzschlüssel" (e5-small puts the key further above the household's other facts without "Vergiss")."""
+    return " ".join(w for w in _WORD.findall(query) if w.lower() not in REQUEST_WORDS)
 
 
 def _keyword_queries(query: str) -> list[str]:
@@ -78,17 +82,23 @@ def _keyword_ids(*, base, word_queries: list[str], limit: int) -> list[tuple[int
 
 
 def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[tuple[int, float]]:
-    """Memories at least ``recall_min`` similar to the request and within VECTOR_MARGIN of the best, nearest first."""
+    """Memories from the embedder's ``forget_minimum`` on and within its ``forget_margin`` of the best, nearest first.
+
+    A hit far below the best one is noise, not what the speaker meant ("forget the gate code" should not offer every
+    memory that shares a few words); below the minimum, the request names nothing stored ("forget my tax return").
+    """
+    tuning, thresholds = RecallTuning.for_embedder(embedder.name), embedder.thresholds
+    unit = thresholds.related - thresholds.recall_min  # one unit of recall's scale, in similarity
     rows = nearest_memories(
         candidates=base,
-        embedding=embedder.embed_query(query),
+        embedding=embedder.embed_query(_what_to_forget(query)),
         limit=limit,
-        min_similarity=embedder.thresholds.recall_min,
+        min_similarity=thresholds.recall_min + tuning.forget_minimum * unit,
     )
     if not rows:
         return []
-    best = rows[0][1]
-    return [(pk, similarity) for pk, similarity in rows if similarity >= best - VECTOR_MARGIN]
+    floor = rows[0][1] - tuning.forget_margin * unit
+    return [(pk, similarity) for pk, similarity in rows if similarity >= floor]
 
 
 def forget_matches(*, query: str, speaker, room, limit: int = FORGET_CANDIDATES_MAX) -> list[Memory]:

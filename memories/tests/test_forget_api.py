@@ -7,7 +7,6 @@ from django.utils import timezone
 
 from memories.models import ForgetRequest, Memory, Scope, Tombstone
 from memories.tests.factories import MemoryFactory
-from memories.tests.helpers import LOOSE_FORGET_CANDIDATES, fails_with
 from people.tests.factories import PersonFactory, RoomFactory
 
 pytestmark = pytest.mark.django_db
@@ -48,8 +47,7 @@ def test_find_then_forget(meaning, api, home):
     assert Tombstone.objects.get().memory_id == key.pk
 
 
-def test_nothing_to_forget_gives_no_token(meaning, request, api, home):
-    fails_with(request, meaning, "e5-small", reason=LOOSE_FORGET_CANDIDATES)
+def test_nothing_to_forget_gives_no_token(meaning, api, home):
     _, _, kitchen, _, _ = home
     response = find(api, "Vergiss meine Steuererklärung", kitchen)
     assert response.status_code == 200
