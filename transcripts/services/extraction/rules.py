@@ -132,8 +132,8 @@ def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) 
         return QUESTION_ONLY
     if cited and all(is_hypothetical(turn.text) for turn in cited):
         return HYPOTHETICAL_ONLY
-    if cited and all(says_gossip(turn.text) for turn in cited):
-        return GOSSIP
+    if (cited and all(says_gossip(turn.text) for turn in cited)) or says_gossip(item.content):
+        return GOSSIP  # what the turns report, or what the item itself reports whatever it cites
     return ""
 
 
