@@ -125,3 +125,24 @@ def test_an_item_that_itself_reports_gossip_is_dropped_whatever_turn_it_cites(fa
     assert set(stored()) == {"El código de la alarma es 6042."}
     gossip = {"path": "answer.items[1]", "rule": "hearsay about another person's private life"}
     assert gossip in stats["rejected"] and {**gossip, "path": "answer.items[2]"} in stats["rejected"]
+
+
+def test_a_nope_corrects_a_code_and_a_moved_weekday_corrects_a_resolved_date(fake_llm):
+    conversation, _ = household_talk(
+        "Donna: The garage door code is 8162.",
+        "A: 8162.",
+        "Greg: Nope, I reset it on Sunday, it's 8126 now.",
+        "Sam: Oh, and the boiler service is on Tuesday at eleven.",
+        "A: Tuesday the 17th at 11.",
+        "Sam: Actually no, they moved it to Wednesday, same time.",
+    )
+    fake_llm.reply(
+        answer(
+            facts=[
+                item("The garage door code is 8162.", [1]),
+                item("The boiler service is on 2026-03-17 at 11.", [4]),
+            ]
+        )
+    )
+    extracted(conversation)
+    assert set(stored()) == {"The garage door code is 8126.", "The boiler service is on 2026-03-18 at 11."}
