@@ -428,6 +428,8 @@ def main() -> None:
             if args.show:
                 for s in stored:
                     print(f"      {'GUESS ' if s.inferred else ''}[{s.scope}] {s.content}")
+    except KeyboardInterrupt:  # `timeout -s INT`: the figures of the conversations done so far
+        print(f"stopped: {len(tallies['all'].seconds)} of {len(conversations)} conversations done")
     finally:
         if server is not None:
             server.send_signal(signal.SIGTERM)

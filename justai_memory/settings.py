@@ -324,6 +324,9 @@ EXTRACTION_RETRY_SECONDS = env.int("EXTRACTION_RETRY_SECONDS", default=120)
 EXTRACTION_LOST_AFTER_MINUTES = env.int("EXTRACTION_LOST_AFTER_MINUTES", default=10)
 # A conversation is asked this many user turns at a time (0: whole); docs/decisions/0027-extraction-in-windows.md.
 EXTRACTION_WINDOW_USER_TURNS = env.int("EXTRACTION_WINDOW_USER_TURNS", default=0)
+# Code's marks in the transcript (a relative date's day, a private request) and a second question about a dated
+# or private turn the answer left out; off: measured no better on Qwen 1.5B (docs/decisions/0028-extraction-hints.md).
+EXTRACTION_HINTS = env.bool("EXTRACTION_HINTS", default=False)
 CONVERSATION_IDLE_MINUTES = env.int("CONVERSATION_IDLE_MINUTES", default=30)
 # Language detection of texts stored without a language (memories.languages): "high" (lingua's
 # high-accuracy mode: right on short sentences; ~250 MB per process once used) or "low" (~25 MB,

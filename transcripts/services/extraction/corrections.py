@@ -7,6 +7,7 @@ weekday) while sharing a word with the earlier turn or coming right after it. Th
 2468") is no one's value. An item or a summary that holds a superseded value gets the correction in its place.
 """
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from transcripts.services.extraction.words import content_words, digits_read
 
 CORRECTION_WORDS = (
     r"nein|nee|doch|korrigiere|korrektur|geändert|stimmt nicht|falsch|eigentlich|sondern|verschoben"
-    r"|no|not|actually|sorry|correction|changed|wrong|instead|rather|moved"
+    r"|no|nope|nah|not|actually|sorry|correction|changed|reset|wrong|instead|rather|moved"
     r"|non|anzi|scusa|cambiato|cambiata|sbagliato|invece|spostato|spostata"
     r"|perdón|perdona|mejor dicho|cambiado|cambiamos|equivocado|corrijo|en realidad|movido"
 )
@@ -116,10 +117,24 @@ def _key(text: str) -> str:
     return Value(text, 0, 0).key
 
 
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
 def corrected(content: str, superseded: dict[str, str]) -> str:
-    """``content`` with every superseded value replaced by its correction."""
+    """``content`` with every superseded value replaced by its correction; a resolved date that falls on a
+    superseded weekday ("Tuesday" then "moved it to Wednesday") becomes the new weekday, which the date rule
+    then resolves."""
     if not superseded:
         return content
+
+    def moved(match: re.Match) -> str:
+        try:
+            weekday = dt.date(*(int(part) for part in match.groups())).weekday()
+        except ValueError:  # no such day
+            return match.group(0)
+        return superseded.get(f"weekday{weekday}", match.group(0))
+
+    content = _ISO.sub(moved, content)
 
     def replace(match: re.Match) -> str:
         return superseded.get(_key(match.group(0)), match.group(0))

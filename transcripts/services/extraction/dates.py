@@ -43,8 +43,8 @@ OFFSETS = {
     "oggi": 0,
     "hoy": 0,
 }
-# "Guten Morgen", "heute Morgen", "por la mañana", "domani mattina" aside: a morning is no date.
-_NOT_A_DAY = r"(?<!guten )(?<!heute )(?<!jeden )(?<!la )(?<!esta )(?<!cada )"
+# "Guten Morgen", "heute Morgen", "am Morgen", "por la mañana", "domani mattina" aside: a morning is no date.
+_NOT_A_DAY = r"(?<!guten )(?<!heute )(?<!jeden )(?<!am )(?<!vom )(?<!la )(?<!esta )(?<!cada )"
 _OFFSET = re.compile(
     _NOT_A_DAY + r"\b(?P<word>" + "|".join(re.escape(w) for w in sorted(OFFSETS, key=len, reverse=True)) + r")\b",
     re.IGNORECASE,

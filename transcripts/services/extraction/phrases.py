@@ -57,7 +57,7 @@ HEARSAY = _phrases(
     r"I (?:heard|hear)",
     r"apparently|rumou?r",
     r"(?:says|said) (?:that|she|he)",
-    r"mi ha detto|ci ha detto|ho sentito|pare che|sembra che|si dice|dice che|ha detto che",
+    r"mi ha detto|ci ha detto|ho sentito|pare che|sembra che|si dice|dice che|dicono che|ha detto che",
     r"me (?:dijo|contó)|nos (?:dijo|contó)|he oído|dicen que|dice que|parece que|al parecer",
 )
 # Words of someone's private life: health, relationships, troubles (stems: any ending).
@@ -66,7 +66,7 @@ PRIVATE_LIFE = re.compile(
     r"schulden|pleite|arbeitslos|gekündigt|entlassen|krankenhaus|operation|sick|ill(?!\w)|illness|cancer|pregnan|"
     r"therap|divorc|separat|split up|broke up|affair|dating|girlfriend|boyfriend|debt|fired|lost (?:his|her) job|"
     r"surgery|hospital|rehab|malat|incinta|cancro|tumor|divorz|lasciat|tradit|fidanzat|debit|licenziat|ospedal|"
-    r"operazion|enferm|embarazad|cáncer|divorci|separad|novi[oa]|deuda|despedid|operación|depresi)",
+    r"operazion|si separa|separazion|litigat|enferm|embarazad|cáncer|divorci|separad|novi[oa]|deuda|despedid|operación|depresi)",
     re.IGNORECASE,
 )
 FIRST_PERSON = _phrases(

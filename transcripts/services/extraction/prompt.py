@@ -40,6 +40,12 @@ STOPPED = "stopped at a loop: {n} items kept"  # a streamed answer ended where i
 REPEAT_PENALTY = 1.1
 FREQUENCY_PENALTY = 0.3
 
+# With EXTRACTION_HINTS, what the transcript's marks mean (hints.hinted_turns writes them).
+HINT_RULES = """\
+- A relative date in a turn is followed by its day in parentheses, "(YYYY-MM-DD)": write that day.
+- A turn marked "[private to NAME: still to remember]" is to be written like any other.
+"""
+
 SYSTEM_PROMPT = """\
 You extract long-term memories for a household assistant from one conversation.
 Answer with JSON only, in exactly this shape:
@@ -61,7 +67,7 @@ Rules:
   {language}). Name people instead of writing "I" or "you".
 - The conversation took place on {date} ({weekday}). Resolve relative dates ("tomorrow", "next
   Friday", "morgen", "domani") to YYYY-MM-DD against that date.
-- summary: what the conversation was about in one sentence in {language}; "" when nothing worth
+{hints}- summary: what the conversation was about in one sentence in {language}; "" when nothing worth
   remembering happened. Nothing to remember: empty lists.
 
 Example:
@@ -179,9 +185,11 @@ def prompt_messages(
     lines: list[str],
     max_chars: int = MAX_TRANSCRIPT_CHARS,
     noted: tuple[str, ...] = (),
+    hinted: bool = False,
 ) -> list[dict]:
     """The system rules and the transcript lines ("[n] HH:MM who (role): text"), with the speaker, room and date,
-    and what earlier windows of the conversation found (``noted``: not to be written again).
+    and what earlier windows of the conversation found (``noted``: not to be written again); ``hinted``: the lines
+    carry code's marks (a date's day, a private request), and the rules say what they mean.
 
     The one place the extraction prompt is built (the service and bench/extraction_quality.py).
     """
@@ -190,6 +198,7 @@ def prompt_messages(
         date=date.isoformat(),
         weekday=date.strftime("%A"),
         example=EXAMPLES.get(language, EXAMPLES["en"]).format(),
+        hints=HINT_RULES if hinted else "",
     )
     transcript = "\n".join(lines)
     if len(transcript) > max_chars:

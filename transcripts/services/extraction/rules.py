@@ -132,8 +132,8 @@ def _dropped_by_rules(item: ExtractedItem, cited: list[PromptTurn], said: Said) 
         return QUESTION_ONLY
     if cited and all(is_hypothetical(turn.text) for turn in cited):
         return HYPOTHETICAL_ONLY
-    if cited and all(says_gossip(turn.text) for turn in cited):
-        return GOSSIP
+    if (cited and all(says_gossip(turn.text) for turn in cited)) or says_gossip(item.content):
+        return GOSSIP  # what the turns report, or what the item itself reports whatever it cites
     return ""
 
 
@@ -154,9 +154,18 @@ def _with_correction(item: ExtractedItem, said: Said) -> ExtractedItem:
     if content == item.content:
         return item
     new = text_values(content) - text_values(item.content)
-    sayers = [turn.number for turn in said.users if new and new <= text_values(digits_read(turn.text))]
+    words = _words(content) - _words(item.content)  # a corrected weekday ("Wednesday" for a Tuesday's date)
+    sayers = [
+        turn.number
+        for turn in said.users
+        if (new and new <= text_values(digits_read(turn.text))) or (not new and words and words <= _words(turn.text))
+    ]
     turns = tuple(dict.fromkeys([*item.turns, *sayers[-1:]]))
     return dataclasses.replace(item, content=content, turns=turns)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
 
 
 def _who(item: ExtractedItem, cited: list[PromptTurn], names: list[str]) -> ExtractedItem:

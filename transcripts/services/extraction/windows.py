@@ -10,13 +10,16 @@ were meant to help a small model with).
 
 import dataclasses
 import datetime as dt
+import functools
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from justai_core import ai_router
 from transcripts.schemas import Extraction, same_saying
+from transcripts.services.extraction.hints import hinted_turns, left_out, user_chars_of
 from transcripts.services.extraction.prompt import PromptTurn, extraction_ask, prompt_messages, transcript_lines
+from transcripts.services.extraction.rules import Said
 
 CONTEXT_TURNS = 2  # the turns before a window, shown again so that "no, 4712" has its "4711"
 MAX_NOTED = 20  # the earlier windows' items listed in a prompt (the latest)
@@ -63,6 +66,46 @@ def _merged(first: Extraction, then: Extraction) -> Extraction:
     )
 
 
+def _window_ask(provider, window: list[PromptTurn], *, messages, said: Said, answer) -> Extraction:
+    """One window's question (``messages(lines, noted)``) and, when its answer leaves out a turn code knows holds a
+    date or a private matter (``hints.left_out``), one more holding only those turns and what the first answer
+    noted: a short conversation, which a small model reads well, behind the same system rules (the server's
+    cached prefix). The answers merged, the first's summary kept."""
+    user_chars = sum(len(turn.text) for turn in window if turn.role == "user")
+    part = _asked(provider, messages(transcript_lines(window), ()), user_chars, answer)
+    again = left_out(part, window, said) if settings.EXTRACTION_HINTS else []
+    if not again:
+        return part
+    turns = [turn for turn in window if turn.number in again]
+    noted = tuple(item.content for item in part.items[-MAX_NOTED:])
+    more = _asked(provider, messages(transcript_lines(turns), noted), user_chars_of(said, again), answer)
+    return _merged(part, dataclasses.replace(more, summary=None))
+
+
+def _asked(provider, messages: list[dict], user_chars: int, answer: ai_router.Answer) -> Extraction:
+    """One question, its figures summed into ``answer``."""
+    asked = ai_router.Answer()
+    part = extraction_ask(provider=provider, messages=messages, user_chars=user_chars, answer=asked)
+    if answer.first_token_seconds is None and asked.first_token_seconds is not None:
+        answer.first_token_seconds = answer.seconds + asked.first_token_seconds
+    answer.tokens += asked.tokens
+    answer.seconds += asked.seconds
+    return part
+
+
+def _messages(lines, noted, *, header: Header, max_chars: int, context: list[str], earlier: tuple[str, ...]):
+    return prompt_messages(
+        date=header.date,
+        language=header.language,
+        room=header.room,
+        speaker=header.speaker,
+        lines=[*context, *lines],
+        max_chars=max_chars,
+        noted=(*earlier, *noted)[-MAX_NOTED:],
+        hinted=settings.EXTRACTION_HINTS,
+    )
+
+
 def turns_ask(
     provider: ai_router.Provider,
     turns: list[PromptTurn],
@@ -72,34 +115,22 @@ def turns_ask(
     answer: ai_router.Answer,
     user_turns: int | None = None,
 ) -> Extraction:
-    """One question per window of the transcript (with the turns just before it, and what was noted so far); the
-    answers merged, their figures summed into ``answer``. The one place a conversation is asked (the service
-    and bench/extraction_quality.py)."""
+    """One question per window of the transcript (with the turns just before it, and what was noted so far; a
+    relative date's day and a private request shown beside their turns), one more where a window's answer left
+    out such a turn; the answers merged, their figures summed into ``answer``. The one place a conversation is
+    asked (the service and bench/extraction_quality.py)."""
     user_turns = settings.EXTRACTION_WINDOW_USER_TURNS if user_turns is None else user_turns
+    said = Said(turns=turns, today=header.date, language=header.language)
+    shown = hinted_turns(turns, said) if settings.EXTRACTION_HINTS else turns
     extraction = None
-    seen: list[PromptTurn] = []
-    for window in transcript_windows(turns, max_chars=max_chars, user_turns=user_turns):
-        context = seen[-CONTEXT_TURNS:] if user_turns else []
-        noted = tuple(item.content for item in extraction.items[-MAX_NOTED:]) if extraction is not None else ()
-        asked = ai_router.Answer()
-        part = extraction_ask(
-            provider=provider,
-            messages=prompt_messages(
-                date=header.date,
-                language=header.language,
-                room=header.room,
-                speaker=header.speaker,
-                lines=transcript_lines([*context, *window]),
-                max_chars=max_chars,
-                noted=noted,
-            ),
-            user_chars=sum(len(turn.text) for turn in window if turn.role == "user"),
-            answer=asked,
+    seen = 0
+    for window in transcript_windows(shown, max_chars=max_chars, user_turns=user_turns):
+        context = shown[max(0, seen - CONTEXT_TURNS) : seen] if user_turns else []
+        earlier = tuple(item.content for item in extraction.items[-MAX_NOTED:]) if extraction is not None else ()
+        messages = functools.partial(
+            _messages, header=header, max_chars=max_chars, context=transcript_lines(context), earlier=earlier
         )
-        if answer.first_token_seconds is None and asked.first_token_seconds is not None:
-            answer.first_token_seconds = answer.seconds + asked.first_token_seconds
-        answer.tokens += asked.tokens
-        answer.seconds += asked.seconds
-        seen += window
+        part = _window_ask(provider, window, messages=messages, said=said, answer=answer)
+        seen += len(window)
         extraction = part if extraction is None else _merged(extraction, part)
     return extraction
