@@ -167,6 +167,32 @@ def ask(*, provider, block: str, question: str, max_tokens: int, figures: Figure
     return (text.strip().splitlines()[0] if text.strip() else ""), answer
 
 
+def model_provider(args) -> tuple:
+    """The model the answers come from: (the served GGUF's process or None, its provider, a label)."""
+    from justai_core import ai_router
+    from justai_memory.serving import embedded_model
+
+    server = None
+    if args.bundled or args.model_file:
+        path = Path(args.model_file) if args.model_file else embedded_model.bundled_path()
+        server, base_url = serve_gguf(path, threads=args.threads, context=4096, max_tokens=args.max_tokens)
+        label = path.name
+    else:
+        base_url, label = args.base_url, f"{args.model} at {ai_router.public_url(args.base_url)}"
+    provider = ai_router.Provider(
+        role="answer",
+        name="embedded" if server is not None else "custom",  # the served GGUF takes the service's key only
+        base_url=base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        location=ai_router.location_of(base_url),
+        response_format="none",
+        timeout=300.0,
+        max_retries=0,
+    )
+    return server, provider, label
+
+
 def stopped(signum, frame):
     raise SystemExit(f"stopped by signal {signum}")
 
@@ -190,8 +216,6 @@ def main() -> None:
     signal.signal(signal.SIGTERM, stopped)  # ``timeout`` stops the run: the server is stopped, the figures printed
     setup(embedder=args.embedder)
 
-    from justai_core import ai_router
-    from justai_memory.serving import embedded_model
     from memories.embedding_space import active_embedder
     from memories.models import Memory
     from memories.selectors.recall import prompt_block
@@ -209,24 +233,7 @@ def main() -> None:
         step = len(asked) / args.questions
         asked = [asked[int(i * step)] for i in range(args.questions)]
 
-    server = None
-    if args.bundled or args.model_file:
-        path = Path(args.model_file) if args.model_file else embedded_model.bundled_path()
-        server, base_url = serve_gguf(path, threads=args.threads, context=4096, max_tokens=args.max_tokens)
-        label = path.name
-    else:
-        base_url, label = args.base_url, f"{args.model} at {ai_router.public_url(args.base_url)}"
-    provider = ai_router.Provider(
-        role="answer",
-        name="embedded" if server is not None else "custom",  # the served GGUF takes the service's key only
-        base_url=base_url,
-        model=args.model,
-        api_key_env=args.api_key_env,
-        location=ai_router.location_of(base_url),
-        response_format="none",
-        timeout=300.0,
-        max_retries=0,
-    )
+    server, provider, label = model_provider(args)
     print(f"answers from recall: {label}, {len(asked)} questions, embedder {args.embedder}, recall limit {args.limit}")
     figures = Figures()
     no_memory = prompt_block(memories=[], language="en")
