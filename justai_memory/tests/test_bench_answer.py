@@ -5,6 +5,7 @@ import pytest
 from bench.answer import ARMS, Figures, evidence_block
 from bench.locomo import questions_of, store_conversations
 from justai_core.ai_router import Answer
+from memories.caller import Caller
 from memories.embedders import get_embedder
 from memories.services.recall import memory_recall
 
@@ -47,7 +48,8 @@ def test_the_evidence_block_lists_the_evidence_turns_as_recall_lists_them():
     assert unresolved == 1  # "D9:9" names no turn
     for line in lines[1:3]:  # recall's block shows the same turn in the same line
         recalled = memory_recall(
-            query=line.split("] ", 1)[1], speaker=None, room=room, model_location="local", language="en"
+            query=line.split("] ", 1)[1],
+            caller=Caller(room=room, speaker=None, model_location="local", language="en"),
         )
         assert line in recalled.prompt.splitlines()
         assert recalled.prompt.splitlines()[0] == lines[0] and recalled.prompt.splitlines()[-1] == lines[-1]
