@@ -650,7 +650,7 @@ def main() -> None:
         for s, v in zip(sentences, vectors, strict=True)
     )
     ids = dict(Memory.objects.values_list("content", "pk"))
-    room = Room.objects.create(name="Bench")
+    room = Room.objects.get_or_create(name="bench")[0]  # the room the other parts use
     print(f"{len(sentences)} German memories stored in {time.perf_counter() - t0:.1f} s ({embedder.name})")
 
     sample = random.Random(7).sample(pairs, min(args.queries, len(pairs)))
