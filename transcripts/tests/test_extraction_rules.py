@@ -380,3 +380,17 @@ def test_a_private_turn_the_answer_covers_is_not_stored_twice(fake_llm):
         ("Marco", Scope.PRIVATE),
     ], list(stored())
     assert "blue box" in memories[0].content and memories[1].content.startswith("Das Geschenk")
+
+
+def test_a_private_request_that_says_something_keeps_that_and_not_its_speakers_turn_before(fake_llm):
+    conversation, people = household_talk(
+        "Olivia: Our share of the internet bill is 18 pounds each a month.",
+        "Olivia: Keep this between us: I'm interviewing for a job in Leeds.",
+        "A: That stays between us.",
+    )
+    fake_llm.reply(answer(facts=[item("Our share of the internet bill is 18 pounds each a month.", [1])]))
+    extracted(conversation)
+    memories = stored()
+    assert memories["Our share of the internet bill is 18 pounds each a month."].scope == Scope.SHARED
+    interview = memories["Olivia: I'm interviewing for a job in Leeds."]
+    assert (interview.scope, interview.owner_id) == (Scope.PRIVATE, people["Olivia"].pk)

@@ -66,7 +66,10 @@ QUESTION_ONLY = "cites only questions"
 HYPOTHETICAL_ONLY = "cites only hypotheticals"
 GOSSIP = "hearsay about another person's private life"
 SHARED_WORDS = 2  # an item that cites no turn is read against the user turn it shares this many words with
-REQUEST_ONLY_WORDS = 2  # a turn that says little besides "keep this between us" covers its speaker's turn before
+REQUEST_ONLY_WORDS = 2  # a turn that says little besides "don't remember this" covers its speaker's turn before
+# A private request with one word more is the request ("Das bleibt bitte nur für mich."); with two it says something
+# ("Keep this between us: I'm interviewing in Leeds.").
+PRIVATE_REQUEST_ONLY_WORDS = 1
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class Said:
         for index, turn in enumerate(self.users):
             before = [t for t in self.users[:index] if t.speaker == turn.speaker]
             rest = content_words(PRIVATE.sub(" ", turn.text))
-            if says_private(turn.text) and before and len(rest) <= REQUEST_ONLY_WORDS:
+            if says_private(turn.text) and before and len(rest) <= PRIVATE_REQUEST_ONLY_WORDS:
                 found[turn.number] = before[-1].number
         return found
 
@@ -249,14 +252,20 @@ def private_left_out(kept: list[ExtractedItem], said: Said, *, names: list[str])
     return made
 
 
-_CLAUSE = re.compile(r"\s*[,:;]\s*")
+_CLAUSE = re.compile(r"\s*[,;:]\s+")  # "8:15" and "3,5" stay whole
 
 
 def _statement(text: str) -> str:
-    """A turn's text without its private request: the sentences and clauses that say something, as said."""
+    """A turn's text without its private request: the sentences and clauses that say something, as said (a clause
+    with the request only when it says more than the request: "das bleibt nur für mich" goes whole)."""
     sentences = []
-    for sentence in re.split(r"(?<=[.!?])\s+", PRIVATE.sub(" ", text).strip()):
-        clauses = [c.strip(" .!?") for c in _CLAUSE.split(sentence) if content_words(c) or text_values(c)]
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        clauses = []
+        for clause in _CLAUSE.split(sentence):
+            rest = PRIVATE.sub(" ", clause).strip(" .!?")
+            request = says_private(clause) and len(content_words(rest)) <= PRIVATE_REQUEST_ONLY_WORDS
+            if not request and (content_words(rest) or text_values(rest)):
+                clauses.append(" ".join(rest.split()))
         if clauses:
             sentences.append(", ".join(clauses) + ".")
     return " ".join(sentences)
