@@ -329,7 +329,7 @@ def test_a_private_turn_the_answer_leaves_out_is_stored_by_code_private_to_its_s
     )
     fake_llm.reply(answer(facts=[item("Der Code für die Garage ist 4712.", [1])]))  # the private turn left out
     extracted(conversation)
-    gift = stored()["Das Geschenk für Anna liegt im Keller hinter den Skiern."]
+    gift = stored()["Marco: Das Geschenk für Anna liegt im Keller hinter den Skiern."]
     assert (gift.scope, gift.owner_id, gift.provenance) == (Scope.PRIVATE, people["Marco"].pk, Provenance.INFERRED)
     assert gift.confidence <= 0.5
     assert learned_from(gift) == ["Das Geschenk für Anna liegt im Keller hinter den Skiern."]  # its turn's sentence

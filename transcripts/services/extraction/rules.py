@@ -228,7 +228,8 @@ def private_left_out(kept: list[ExtractedItem], said: Said, *, names: list[str])
     """What a household member asked to keep to themselves and no kept item holds, as code's own items: per user
     turn a private request covers that no item of ``kept`` cites, its statement (the request phrase and what says
     nothing, "Ja, bitte", left out) as a guess citing that turn, under the rules of every item (``item_said``:
-    dropped as a question, hypothetical, gossip or not to remember; first person, dates; private to its speaker).
+    dropped as a question, hypothetical, gossip or not to remember; first person, dates; private to its speaker),
+    led by its speaker's name where it does not say it ("Davide: sto cercando ...", first person in the verb).
     A request that says nothing else, a turn of someone not in the household and a forgotten value make none."""
     cited = {turn.number for item in kept for turn in said.cited(item)}
     household = {name.casefold() for name in names}
@@ -247,6 +248,8 @@ def private_left_out(kept: list[ExtractedItem], said: Said, *, names: list[str])
             continue
         item = ExtractedItem(kind=Kind.FACT, content=statement, about=turn.speaker, inferred=True, turns=(turn.number,))
         ruled, _ = item_said(item, said, names=names)
+        if ruled is not None and not _named(turn.speaker, ruled.content):  # "sto cercando": first person unsaid
+            ruled = dataclasses.replace(ruled, content=f"{turn.speaker}: {ruled.content}")
         if ruled is not None:
             made.append(ruled)
     return made
