@@ -6,7 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from memories.models import Memory, Scope
+from memories.caller import Caller
+from memories.models import Memory, Provenance, Scope
+from memories.services.recall import memory_recall
 from people.tests.factories import PersonFactory, RoomFactory
 from transcripts.models import Conversation, ExtractionStatus
 from transcripts.selectors import memory_said
@@ -307,3 +309,88 @@ def test_an_english_first_person_turn_gives_its_item_to_whom_said_it(fake_llm):
     fake_llm.reply(answer(preferences=[item("Emma does not eat meat anymore.", [2], about="Emma")]))
     extracted(conversation)
     assert set(stored()) == {"Ben does not eat meat anymore."}
+
+
+def recalled(query: str, conversation, speaker) -> list[str]:
+    caller = Caller(room=conversation.room, speaker=speaker, model_location="local", language="de")
+    return [memory.content for memory in memory_recall(query=query, caller=caller).memories]
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["Das bleibt bitte nur für mich.", "Keep this between us.", "Tienilo per te.", "Que quede entre nosotros."],
+)
+def test_a_private_turn_the_answer_leaves_out_is_stored_by_code_private_to_its_speaker(fake_llm, request_text):
+    conversation, people = household_talk(
+        "Anna: Der Code für die Garage ist 4712.",
+        "Marco: Ja, bitte. Das Geschenk für Anna liegt im Keller hinter den Skiern.",
+        f"Marco: {request_text}",
+        "A: Verstanden.",
+    )
+    fake_llm.reply(answer(facts=[item("Der Code für die Garage ist 4712.", [1])]))  # the private turn left out
+    extracted(conversation)
+    gift = stored()["Marco: Das Geschenk für Anna liegt im Keller hinter den Skiern."]
+    assert (gift.scope, gift.owner_id, gift.provenance) == (Scope.PRIVATE, people["Marco"].pk, Provenance.INFERRED)
+    assert gift.confidence <= 0.5
+    assert learned_from(gift) == ["Das Geschenk für Anna liegt im Keller hinter den Skiern."]  # its turn's sentence
+    assert stored()["Der Code für die Garage ist 4712."].scope == Scope.SHARED
+
+
+def test_codes_private_item_is_recalled_for_its_speaker_only(e5, fake_llm):
+    conversation, people = household_talk(
+        "Anna: Der Code für die Garage ist 4712.",
+        "Marco: Das bleibt unter uns: ich habe nächsten Freitag ein Vorstellungsgespräch bei Siemens.",
+        "A: Verstanden.",
+    )
+    fake_llm.reply(answer(facts=[item("Der Code für die Garage ist 4712.", [1])]))
+    extracted(conversation)
+    [interview] = [content for content in stored() if "Siemens" in content]
+    assert interview.startswith("Marco") and "2026-03-20" in interview, interview  # first person, the date resolved
+    query = "Wann hat Marco das Vorstellungsgespräch bei Siemens?"
+    assert interview in recalled(query, conversation, people["Marco"])
+    assert interview not in recalled(query, conversation, people["Anna"])
+    assert interview not in recalled(query, conversation, None)
+
+
+def test_a_private_request_that_asks_supposes_or_gossips_makes_no_item(fake_llm):
+    conversation, people = household_talk(
+        "Marco: Tra noi: il regalo per Anna è in cantina?",
+        "Marco: Keep this between us: if we ever had a second car I would buy a red one.",
+        "Marco: Das bleibt unter uns: Lisa hat mir erzählt, dass ihr Nachbar schwer krank ist.",
+        "Marco: Entre nosotros, el regalo de Anna está en el sótano detrás de los esquís.",
+        "A: Ok.",
+    )
+    fake_llm.reply(answer())
+    extracted(conversation)
+    [(content, memory)] = stored().items()
+    assert "sótano" in content and (memory.scope, memory.owner_id) == (Scope.PRIVATE, people["Marco"].pk)
+
+
+def test_a_private_turn_the_answer_covers_is_not_stored_twice(fake_llm):
+    conversation, _ = household_talk(
+        "Marco: Das bleibt unter uns: das Geschenk für Anna liegt im Keller hinter den Skiern.",
+        "Anna: Keep this between us: the spare key for Marco's bike is in the blue box.",
+        "A: Ok.",
+    )
+    fake_llm.reply(answer(facts=[item("Das Geschenk für Anna liegt im Keller hinter den Skiern.", [1])]))
+    extracted(conversation)
+    memories = sorted(stored().values(), key=lambda memory: memory.owner.name)
+    assert [(memory.owner.name, memory.scope) for memory in memories] == [
+        ("Anna", Scope.PRIVATE),
+        ("Marco", Scope.PRIVATE),
+    ], list(stored())
+    assert "blue box" in memories[0].content and memories[1].content.startswith("Das Geschenk")
+
+
+def test_a_private_request_that_says_something_keeps_that_and_not_its_speakers_turn_before(fake_llm):
+    conversation, people = household_talk(
+        "Olivia: Our share of the internet bill is 18 pounds each a month.",
+        "Olivia: Keep this between us: I'm interviewing for a job in Leeds.",
+        "A: That stays between us.",
+    )
+    fake_llm.reply(answer(facts=[item("Our share of the internet bill is 18 pounds each a month.", [1])]))
+    extracted(conversation)
+    memories = stored()
+    assert memories["Our share of the internet bill is 18 pounds each a month."].scope == Scope.SHARED
+    interview = memories["Olivia: I'm interviewing for a job in Leeds."]
+    assert (interview.scope, interview.owner_id) == (Scope.PRIVATE, people["Olivia"].pk)

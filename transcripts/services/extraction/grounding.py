@@ -11,7 +11,7 @@ from transcripts.schemas import (
     same_saying,
 )
 from transcripts.services.extraction.prompt import EXAMPLE_COPIED, EXAMPLE_SAYINGS, PromptTurn
-from transcripts.services.extraction.rules import Said, extraction_said
+from transcripts.services.extraction.rules import Said, extraction_said, private_left_out
 from transcripts.services.extraction.words import content_words, digits_read, text_values
 
 # Grounding: why an item was dropped (text-free: the path names the item, the rule names turn numbers).
@@ -67,26 +67,19 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
     forgotten = 0
     for index, item in enumerate(extraction.items):
         path = f"answer.items[{index}]"
-        missing = [n for n in item.turns if n not in by_number]
-        if missing:
-            dropped.append(Rejection(path=path, rule=NO_SUCH_TURN.format(n=missing[0])))
-            continue
-        cited = [by_number[n] for n in item.turns] if item.turns else users
-        heard = [turn for turn in cited if turn.role == "user"]
-        if not heard:
-            dropped.append(Rejection(path=path, rule=ASSISTANT_ONLY))
-            continue
-        if copies_example(item.content, users):  # a small model copies the prompt's example
-            dropped.append(Rejection(path=path, rule=EXAMPLE_COPIED))
-            continue
-        if not _heard(item.content, heard, names, users):
-            if any(FORGOTTEN_MARKER in turn.text.casefold() for turn in heard):
-                forgotten += 1
-            else:
-                dropped.append(Rejection(path=path, rule=VALUE_NOT_SAID))
-            continue
-        kept.append(item)
-        grounds.append(tuple(turn.pk for turn in heard))
+        heard, reason = _grounded(item, by_number, users, names)
+        if reason == VALUE_NOT_SAID and any(FORGOTTEN_MARKER in turn.text.casefold() for turn in heard):
+            forgotten += 1
+        elif reason:
+            dropped.append(Rejection(path=path, rule=reason))
+        else:
+            kept.append(item)
+            grounds.append(tuple(turn.pk for turn in heard))
+    for item in private_left_out(kept, said, names=names):  # what the answer left out that a person asked to keep
+        heard, reason = _grounded(item, by_number, users, names)
+        if not reason:
+            kept.append(item)
+            grounds.append(tuple(turn.pk for turn in heard))
     summary, why = extraction.summary, ""
     if summary is not None and copies_example(summary.content, users):
         summary, why = None, "ungrounded"
@@ -96,6 +89,24 @@ def extraction_ground(extraction: Extraction, turns: list[PromptTurn], *, names:
     summary_grounds = _closest_turns(summary.content, users) if summary is not None else ()
     grounded = dataclasses.replace(extraction, items=kept, summary=summary)
     return Grounding(grounded, dropped, grounds, forgotten, why, summary_grounds)
+
+
+def _grounded(
+    item, by_number: dict[int, PromptTurn], users: list[PromptTurn], names: list[str]
+) -> tuple[list[PromptTurn], str]:
+    """The user turns an item cites (every user turn when it cites none), and why grounding drops it ("" kept)."""
+    missing = [n for n in item.turns if n not in by_number]
+    if missing:
+        return [], NO_SUCH_TURN.format(n=missing[0])
+    cited = [by_number[n] for n in item.turns] if item.turns else users
+    heard = [turn for turn in cited if turn.role == "user"]
+    if not heard:
+        return [], ASSISTANT_ONLY
+    if copies_example(item.content, users):  # a small model copies the prompt's example
+        return heard, EXAMPLE_COPIED
+    if not _heard(item.content, heard, names, users):
+        return heard, VALUE_NOT_SAID
+    return heard, ""
 
 
 def _heard(content: str, said: list[PromptTurn], names: list[str], present: list[PromptTurn] = ()) -> bool:

@@ -14,7 +14,7 @@ from transcripts.schemas import Extraction
 from transcripts.services.extraction.dates import relative_dates
 from transcripts.services.extraction.phrases import PRIVATE, is_hypothetical, is_question, says_gossip
 from transcripts.services.extraction.prompt import PromptTurn
-from transcripts.services.extraction.rules import REQUEST_ONLY_WORDS, Said
+from transcripts.services.extraction.rules import PRIVATE_REQUEST_ONLY_WORDS, Said
 from transcripts.services.extraction.words import content_words, digits_read
 
 PRIVATE_HINT = " [private to {speaker}: still to remember]"
@@ -42,7 +42,7 @@ def hinted_turns(turns: list[PromptTurn], said: Said) -> list[PromptTurn]:
 def _request_only(turn: PromptTurn) -> bool:
     """A turn that says little besides its private request ("Das bleibt bitte nur für mich.")."""
     return PRIVATE.search(turn.text) is not None and len(content_words(PRIVATE.sub(" ", turn.text))) <= (
-        REQUEST_ONLY_WORDS
+        PRIVATE_REQUEST_ONLY_WORDS
     )
 
 

@@ -20,6 +20,7 @@ PRIVATE = _phrases(
     r"(?:bleibt |)unter uns",
     r"sag(?:e|) (?:es|das) niemandem",
     r"(?:behalte|behalt) (?:das|es) für dich",
+    r"geht (?:die anderen nichts|niemanden (?:etwas|was)) an",
     r"(?:only|just) for me",
     r"(?:just |)between (?:us|you and me)",
     r"keep (?:this|it|that) (?:to yourself|private|secret|between us)",

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from memories.models import Kind, Scope
+from transcripts.models import FORGOTTEN_MARKER
 from transcripts.schemas import ExtractedItem, Extraction, Rejection, same_saying
 from transcripts.services.extraction.corrections import corrected, superseded_values
 from transcripts.services.extraction.dates import dates_resolved
@@ -65,7 +66,10 @@ QUESTION_ONLY = "cites only questions"
 HYPOTHETICAL_ONLY = "cites only hypotheticals"
 GOSSIP = "hearsay about another person's private life"
 SHARED_WORDS = 2  # an item that cites no turn is read against the user turn it shares this many words with
-REQUEST_ONLY_WORDS = 2  # a turn that says little besides "keep this between us" covers its speaker's turn before
+REQUEST_ONLY_WORDS = 2  # a turn that says little besides "don't remember this" covers its speaker's turn before
+# A private request with one word more is the request ("Das bleibt bitte nur für mich."); with two it says something
+# ("Keep this between us: I'm interviewing in Leeds.").
+PRIVATE_REQUEST_ONLY_WORDS = 1
 
 
 @dataclass(frozen=True)
@@ -85,18 +89,21 @@ class Said:
         return superseded_values(self.turns)
 
     @functools.cached_property
+    def private_requests_only(self) -> dict[int, int]:
+        """The private requests that say little else, each with the turn it covers: its speaker's turn before."""
+        found: dict[int, int] = {}
+        for index, turn in enumerate(self.users):
+            before = [t for t in self.users[:index] if t.speaker == turn.speaker]
+            rest = content_words(PRIVATE.sub(" ", turn.text))
+            if says_private(turn.text) and before and len(rest) <= PRIVATE_REQUEST_ONLY_WORDS:
+                found[turn.number] = before[-1].number
+        return found
+
+    @functools.cached_property
     def private_turns(self) -> set[int]:
         """The user turns a private request covers: its own and, when it says little else, its speaker's turn before."""
-        covered: set[int] = set()
-        for index, turn in enumerate(self.users):
-            if not says_private(turn.text):
-                continue
-            covered.add(turn.number)
-            rest = content_words(PRIVATE.sub(" ", turn.text))
-            before = [t for t in self.users[:index] if t.speaker == turn.speaker]
-            if before and len(rest) <= REQUEST_ONLY_WORDS:
-                covered.add(before[-1].number)
-        return covered
+        requests = {turn.number for turn in self.users if says_private(turn.text)}
+        return requests | set(self.private_requests_only.values())
 
     @functools.cached_property
     def unremembered_turns(self) -> set[int]:
@@ -215,6 +222,56 @@ def item_said(item: ExtractedItem, said: Said, *, names: list[str]) -> tuple[Ext
     content = unrepeated(dates_resolved(item.content, said=heard, today=said.today, language=said.language))
     item = _who(dataclasses.replace(item, content=content), cited, names)
     return _private(item, cited, said), ""
+
+
+def private_left_out(kept: list[ExtractedItem], said: Said, *, names: list[str]) -> list[ExtractedItem]:
+    """What a household member asked to keep to themselves and no kept item holds, as code's own items: per user
+    turn a private request covers that no item of ``kept`` cites, its statement (the request phrase and what says
+    nothing, "Ja, bitte", left out) as a guess citing that turn, under the rules of every item (``item_said``:
+    dropped as a question, hypothetical, gossip or not to remember; first person, dates; private to its speaker),
+    led by its speaker's name where it does not say it ("Davide: sto cercando ...", first person in the verb).
+    A request that says nothing else, a turn of someone not in the household and a forgotten value make none."""
+    cited = {turn.number for item in kept for turn in said.cited(item)}
+    household = {name.casefold() for name in names}
+    made = []
+    for turn in said.users:
+        if (
+            turn.number not in said.private_turns
+            or turn.number in cited
+            or turn.number in said.private_requests_only
+            or turn.speaker.casefold() not in household
+            or FORGOTTEN_MARKER in turn.text.casefold()
+        ):
+            continue
+        statement = _statement(turn.text)
+        if not content_words(statement) and not text_values(statement):
+            continue
+        item = ExtractedItem(kind=Kind.FACT, content=statement, about=turn.speaker, inferred=True, turns=(turn.number,))
+        ruled, _ = item_said(item, said, names=names)
+        if ruled is not None and not _named(turn.speaker, ruled.content):  # "sto cercando": first person unsaid
+            ruled = dataclasses.replace(ruled, content=f"{turn.speaker}: {ruled.content}")
+        if ruled is not None:
+            made.append(ruled)
+    return made
+
+
+_CLAUSE = re.compile(r"\s*[,;:]\s+")  # "8:15" and "3,5" stay whole
+
+
+def _statement(text: str) -> str:
+    """A turn's text without its private request: the sentences and clauses that say something, as said (a clause
+    with the request only when it says more than the request: "das bleibt nur für mich" goes whole)."""
+    sentences = []
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        clauses = []
+        for clause in _CLAUSE.split(sentence):
+            rest = PRIVATE.sub(" ", clause).strip(" .!?")
+            request = says_private(clause) and len(content_words(rest)) <= PRIVATE_REQUEST_ONLY_WORDS
+            if not request and (content_words(rest) or text_values(rest)):
+                clauses.append(" ".join(rest.split()))
+        if clauses:
+            sentences.append(", ".join(clauses) + ".")
+    return " ".join(sentences)
 
 
 def summary_said(summary: ExtractedItem | None, said: Said) -> ExtractedItem | None:
