@@ -13,7 +13,7 @@ from memories.models import Memory
 from memories.selectors.duplicates import duplicate_scope_memories, is_duplicate
 from memories.selectors.fusion import Ranking, fuse
 from memories.selectors.nearest import nearest_memories
-from memories.selectors.ranking import RecallTuning
+from memories.selectors.ranking import RecallTuning, relevance_floor, similarity_at
 
 FORGET_CANDIDATES_MAX = 5
 MAX_KEYWORDS = 12
@@ -88,16 +88,15 @@ def _vector_ids(*, base, query: str, embedder: Embedder, limit: int) -> list[tup
     memory that shares a few words); below the minimum, the request names nothing stored ("forget my tax return").
     """
     tuning, thresholds = RecallTuning.for_embedder(embedder.name), embedder.thresholds
-    unit = thresholds.related - thresholds.recall_min  # one unit of recall's scale, in similarity
     rows = nearest_memories(
         candidates=base,
         embedding=embedder.embed_query(_what_to_forget(query)),
         limit=limit,
-        min_similarity=thresholds.recall_min + tuning.forget_minimum * unit,
+        min_similarity=similarity_at(tuning.forget_minimum, thresholds),
     )
     if not rows:
         return []
-    floor = rows[0][1] - tuning.forget_margin * unit
+    floor = relevance_floor(rows[0][1], thresholds, margin=tuning.forget_margin)
     return [(pk, similarity) for pk, similarity in rows if similarity >= floor]
 
 

@@ -98,6 +98,11 @@ def meaning(similarity: float, thresholds) -> float:
     return (similarity - thresholds.recall_min) / (thresholds.related - thresholds.recall_min)
 
 
+def similarity_at(level: float, thresholds) -> float:
+    """The similarity at ``level`` on recall's scale (``meaning`` read backwards)."""
+    return thresholds.recall_min + level * (thresholds.related - thresholds.recall_min)
+
+
 def relevance_floor(best_similarity: float | None, thresholds, *, margin: float) -> float:
     """The lowest similarity that reaches the result by meaning for a question whose best is ``best_similarity``,
     ``margin`` scale units below it (never below ``recall_min``)."""
