@@ -48,18 +48,20 @@ class RecallTuning:
     # A keyword-only hit on words weaker than this share of the question's best match, and below the
     # relevance floor by meaning, is noise.
     noise_keyword_share: float = 0.5
-    # Names count for who, not for what (memories/selectors/topic.py): when the question names a household member,
-    # a candidate that names them passes by its topic, both texts with the names masked, in the forget blocks'
-    # space: one that holds a secret (memories/selectors/secrets.py) only at ``topic_minimum`` or above and within
-    # ``topic_margin`` of the closest candidate that names someone the question names; another fact about someone
-    # the question names at ``topic_fact_minimum`` (None: ``topic_minimum``) and within ``topic_fact_margin`` of that
-    # closest or at ``topic_fact_alone``; a fact about someone else at ``topic_minimum``. A question whose masked text is at least ``topic_no_topic`` close to
-    # the bare neutral word asks about no topic. None: no topic is judged (embedders without levels: hash, fastembed).
+    # Names count for who, not for what (memories/selectors/topic.py): a candidate that names a household member
+    # passes by its topic, both texts with the names masked, in the forget blocks' space. One that holds a secret
+    # (memories/selectors/secrets.py) at ``topic_minimum`` and within ``topic_margin`` of the closest candidate that
+    # names someone the question names (the question names none of its people: at ``topic_alone`` and within
+    # ``topic_margin`` of the closest that names someone); another fact about someone the question names at
+    # ``topic_fact_minimum`` (None: ``topic_minimum``) and within ``topic_fact_margin`` of that closest or at
+    # ``topic_alone``; a fact about someone else at ``topic_minimum`` when the question names a household member.
+    # A question whose masked text is at least ``topic_no_topic`` close to the bare neutral word asks about no
+    # topic. None: no topic is judged (embedders without levels: hash, fastembed).
     topic_minimum: float | None = None
     topic_margin: float = 0.03
     topic_fact_minimum: float | None = None
     topic_fact_margin: float = 0.05
-    topic_fact_alone: float = 0.3
+    topic_alone: float = 0.3
     topic_no_topic: float = 0.7
     # A question at least this close to one of ``topic.GENERAL_QUESTIONS`` asks about the person it names in general:
     # their facts pass, none of their secrets.

