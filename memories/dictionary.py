@@ -9,6 +9,7 @@ so one entry is read without the rest). Every pair of ``MAIN_LANGUAGES`` whose f
 """
 
 import functools
+import logging
 import mmap
 import re
 import struct
@@ -18,6 +19,8 @@ from pathlib import Path
 from django.conf import settings
 
 from memories.languages import MAIN_LANGUAGES
+
+logger = logging.getLogger(__name__)
 
 # The Debian packages of the dictionaries between German, Italian and English (docs/admin.md).
 FREEDICT_PACKAGES = tuple(
@@ -42,35 +45,39 @@ def number(text: bytes) -> int:
 
 
 class Dictzip:
-    """Random access to a dictzip file (RFC 1952 with an ``RA`` extra field listing its chunks' sizes)."""
+    """Random access to a dictzip file (RFC 1952 with an ``RA`` extra field listing its chunks' sizes), mapped into
+    memory: reads share no file position, so threads may read at once."""
 
     def __init__(self, path: Path):
-        self.file = path.open("rb")
-        header = self.file.read(10)
-        flags = header[3]
-        (extra_length,) = struct.unpack("<H", self.file.read(2))
-        extra, self.chunk_length, self.chunks = self.file.read(extra_length), 0, []
-        while extra:
+        with path.open("rb") as file:
+            self.data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        flags = self.data[3]
+        (extra_length,) = struct.unpack("<H", self.data[10:12])
+        extra, self.chunk_length, chunks = self.data[12 : 12 + extra_length], 0, []
+        while len(extra) >= 4:
             tag, size = extra[:2], struct.unpack("<H", extra[2:4])[0]
             if tag == b"RA":
                 _, self.chunk_length, count = struct.unpack("<HHH", extra[4:10])
-                self.chunks = list(struct.unpack(f"<{count}H", extra[10 : 10 + 2 * count]))
+                chunks = struct.unpack(f"<{count}H", extra[10 : 10 + 2 * count])
             extra = extra[4 + size :]
-        for flag in (8, 16):  # a zero-terminated file name, then comment
+        if self.data[:3] != b"\x1f\x8b\x08" or not flags & 4 or not chunks:
+            raise ValueError(f"{path} is not a dictzip file")
+        start = 12 + extra_length
+        for flag in (8, 16):  # a zero-terminated file name, then a comment
             if flags & flag:
-                while self.file.read(1) not in (b"\0", b""):
-                    pass
-        start = self.file.tell() + (2 if flags & 2 else 0)
-        self.starts = [start]
-        for size in self.chunks:
+                start = self.data.find(b"\0", start) + 1
+                if not start:
+                    raise ValueError(f"{path} is not a dictzip file")
+        self.starts = [start + (2 if flags & 2 else 0)]
+        for size in chunks:
             self.starts.append(self.starts[-1] + size)
 
     def read(self, offset: int, length: int) -> bytes:
         first, last = offset // self.chunk_length, (offset + length - 1) // self.chunk_length
-        data = b""
-        for chunk in range(first, last + 1):
-            self.file.seek(self.starts[chunk])
-            data += zlib.decompressobj(-15).decompress(self.file.read(self.chunks[chunk]))
+        data = b"".join(
+            zlib.decompressobj(-15).decompress(self.data[self.starts[chunk] : self.starts[chunk + 1]])
+            for chunk in range(first, last + 1)
+        )
         skip = offset - first * self.chunk_length
         return data[skip : skip + length]
 
@@ -135,7 +142,10 @@ def dictionaries(folder: str) -> tuple[Dictionary, ...]:
             name = f"freedict-{FREEDICT_CODES[source]}-{FREEDICT_CODES[target]}"
             index, entries = Path(folder) / f"{name}.index", Path(folder) / f"{name}.dict.dz"
             if source != target and index.is_file() and entries.is_file():
-                found.append(Dictionary(source, target, index, entries))
+                try:
+                    found.append(Dictionary(source, target, index, entries))
+                except (OSError, ValueError) as exc:  # an empty or foreign file: that pair is left out
+                    logger.warning("dictionary %s left out: %s", name, exc)
     return tuple(found)
 
 
@@ -147,7 +157,12 @@ def word_translations(word: str) -> list[tuple[str, str]]:
         return []
     found: dict[str, str] = {}
     for dictionary in dictionaries(settings.SEARCH_DICTIONARY_DIR):
-        for entry in dictionary.lookup(word):
+        try:
+            entries = dictionary.lookup(word)
+        except (ValueError, zlib.error) as exc:  # a damaged file: the other dictionaries still answer
+            logger.warning("dictionary %s-%s unreadable: %s", dictionary.source, dictionary.target, exc)
+            continue
+        for entry in entries:
             for translation in translations_in(entry):
                 if translation.lower() != word.lower():
                     found.setdefault(translation, dictionary.target)

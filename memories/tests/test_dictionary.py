@@ -1,5 +1,6 @@
 """memories.dictionary: FreeDict's dictd files, read an entry at a time (a dictzip written here, and the installed ones)."""
 
+import gzip
 import struct
 import zlib
 
@@ -30,25 +31,42 @@ def write_dictzip(path, data: bytes) -> None:
     path.write_bytes(header + b"entries.dict\0" + b"".join(chunks) + trailer)
 
 
-def test_an_entry_is_read_from_its_chunks_and_its_translations_without_markup(tmp_path):
-    entries = {
-        "klempner": "Klempner /klempner/ <masc, n, sg>\n [Dt.] plumber <n>\n   Synonyms: {Installateur}\n see: {Spengler}\n",
-        "schlüssel": 'Schlüssel\n1. key <n>, spanner [Br.]\n2. code\n      "den Schlüssel abziehen"  - pull off the key\n',
-        "zebra": "Zebra\nzebra\n",
-    }
+ENTRIES = {
+    "klempner": "Klempner /klempner/ <masc, n, sg>\n [Dt.] plumber <n>\n   Synonyms: {Installateur}\n see: {Spengler}\n",
+    "schlüssel": 'Schlüssel\n1. key <n>, spanner [Br.]\n2. code\n      "den Schlüssel abziehen"  - pull off the key\n',
+    "zebra": "Zebra\nzebra\n",
+}
+
+
+def write_dictionary(folder, name: str, entries: dict[str, str]) -> None:
+    """``name``.index and ``name``.dict.dz as dictd writes them: the index sorted by the lower-cased headwords."""
     data, lines = b"", []
-    for word in sorted(entries):  # the index is sorted by its lower-cased headwords, as dictd's
+    for word in sorted(entries):
         text = entries[word].encode()
         lines.append(f"{word}\t{base64_number(len(data))}\t{base64_number(len(text))}\n")
         data += text
-    assert len(data) > 2 * CHUNK  # an entry spans chunks
-    (tmp_path / "index").write_text("".join(lines), encoding="utf-8")
-    write_dictzip(tmp_path / "entries.dict.dz", data)
-    dictionary = Dictionary("de", "en", tmp_path / "index", tmp_path / "entries.dict.dz")
+    (folder / f"{name}.index").write_text("".join(lines), encoding="utf-8")
+    write_dictzip(folder / f"{name}.dict.dz", data)
+
+
+def test_an_entry_is_read_from_its_chunks_and_its_translations_without_markup(tmp_path):
+    write_dictionary(tmp_path, "freedict-deu-eng", ENTRIES)
+    assert sum(map(len, ENTRIES.values())) > 2 * CHUNK  # an entry spans chunks
+    dictionary = Dictionary("de", "en", tmp_path / "freedict-deu-eng.index", tmp_path / "freedict-deu-eng.dict.dz")
     assert [translations_in(entry) for entry in dictionary.lookup("Schlüssel")] == [["key", "spanner", "code"]]
     assert [translations_in(entry) for entry in dictionary.lookup("KLEMPNER")] == [["plumber"]]
-    assert dictionary.lookup("zebra") == [entries["zebra"]]
+    assert dictionary.lookup("zebra") == [ENTRIES["zebra"]]
     assert dictionary.lookup("aal") == dictionary.lookup("zzz") == dictionary.lookup("kl") == []
+
+
+def test_the_folder_setting_decides_which_dictionaries_are_read_and_a_foreign_file_is_left_out(tmp_path, settings):
+    write_dictionary(tmp_path, "freedict-deu-eng", ENTRIES)
+    (tmp_path / "freedict-deu-ita.index").write_text("klempner\tA\tB\n")
+    (tmp_path / "freedict-deu-ita.dict.dz").write_bytes(gzip.compress(b"Klempner\nidraulico\n"))  # not a dictzip
+    settings.SEARCH_DICTIONARY_DIR = str(tmp_path)
+    assert word_translations("Klempner") == [("plumber", "en")]
+    settings.SEARCH_DICTIONARY_DIR = str(tmp_path / "missing")
+    assert word_translations("Klempner") == []
 
 
 def test_the_installed_dictionaries_translate_between_the_household_languages(freedict):
