@@ -29,9 +29,12 @@ turn of their conversation (similarity at or above the threshold and the same nu
 
 ``--part words`` embeds bench/data/search_words.json: for each household fact a word or two an admin types into
 the memory search (de/it/en). A word and its fact are a related pair, a word and another fact an unrelated pair;
-printed: both distributions, the level 1% of unrelated pairs reach (the search's floor for word queries,
-``memories.selectors.search.WORD_MATCH_MIN``) and the shares at candidate floors, with and without a German
-compound's head (``compound_head``).
+printed: both distributions, the level 1% of unrelated pairs reach (the search itself keeps the embedder's
+``match_min``) and the shares at candidate floors, with and without a German
+compound's head (``compound_head``). Then, with FreeDict's dictionaries installed, the search's translations
+(``query_translations``) before/after, in the space the search judges in, every fact stored in one language at a
+time: the household words, the plumber ("Klempner") and 16 held-out words of bench/data/search_words_more.json,
+translated always or only when the word finds nothing, from the floor and above.
 
 ``--part xquad`` embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
 distributions (percentiles, and the share of pairs at or above candidate thresholds): what the
