@@ -102,6 +102,19 @@ def cluster_heartbeat(db):
     return status
 
 
+@pytest.fixture
+def freedict(settings):
+    """FreeDict's dictionaries, which the admin search reads (memories/dictionary.py); ./scripts/test installs them."""
+    from memories.dictionary import FREEDICT_PACKAGES, dictionaries
+
+    if not dictionaries(settings.SEARCH_DICTIONARY_DIR):
+        pytest.fail(
+            f"No FreeDict dictionary in SEARCH_DICTIONARY_DIR ({settings.SEARCH_DICTIONARY_DIR}): "
+            f"apt-get install {' '.join(FREEDICT_PACKAGES)} (./scripts/test does it when run as root)",
+            pytrace=False,
+        )
+
+
 # --- which embedder each test runs with ------------------------------------------------------------
 # The suite runs with the hash embedder (settings_test): fast, deterministic and meaning-blind. A test whose
 # outcome depends on meaning takes the embedder that ships (the ``e5`` fixture), or both (``meaning``, or a

