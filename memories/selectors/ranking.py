@@ -54,7 +54,8 @@ class RecallTuning:
     # names someone the question names (the question names none of its people: at ``topic_alone`` and within
     # ``topic_margin`` of the closest that names someone); another fact about someone the question names at
     # ``topic_fact_minimum`` (None: ``topic_minimum``) and within ``topic_fact_margin`` of that closest or at
-    # ``topic_alone``; a fact about someone else at ``topic_minimum`` when the question names a household member.
+    # ``topic_alone``, or when it shares a word with the question that is rarer than ``topic_word_zipf`` (wordfreq;
+    # None: no word counts); a fact about someone else at ``topic_minimum`` when the question names a household member.
     # A question whose masked text is at least ``topic_no_topic`` close to the bare neutral word asks about no
     # topic. None: no topic is judged (embedders without levels: hash, fastembed).
     topic_minimum: float | None = None
@@ -62,6 +63,7 @@ class RecallTuning:
     topic_fact_minimum: float | None = None
     topic_fact_margin: float = 0.05
     topic_alone: float = 0.3
+    topic_word_zipf: float | None = 6.0
     topic_no_topic: float = 0.7
     # A question at least this close to one of ``topic.GENERAL_QUESTIONS`` asks about the person it names in general:
     # their facts pass, none of their secrets.
