@@ -174,20 +174,28 @@ def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyw
 
 def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
     """Of the hits that pass the ``gate`` (if any): the vector hits within the relevance margin of the question's best
-    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor."""
-    if gate is not None:
-        kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
-        by_vector = [(pk, value) for pk, value in by_vector if pk in kept]
-        by_keyword = [hit for hit in by_keyword if hit.id in kept]
+    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor.
+
+    A question that names a household member is judged before the floor (the closest of the person's memories
+    sets it); one that names none only has its relevant hits judged (there the gate only keeps secrets out, and
+    fewer candidates are embedded in the judge's space)."""
+    if gate is not None and gate.asked:
+        by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
     best = max((hit.score for hit in by_keyword), default=0.0)
     share = tuning.noise_keyword_share
-    return (
-        [(pk, value) for pk, value in by_vector if value >= floor],
-        [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)],
-        floor,
-    )
+    by_vector = [(pk, value) for pk, value in by_vector if value >= floor]
+    by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)]
+    if gate is not None and not gate.asked:
+        by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
+    return by_vector, by_keyword, floor
+
+
+def _kept(gate, by_vector, by_keyword):
+    """The vector and keyword hits that pass the ``gate``."""
+    kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
+    return [(pk, value) for pk, value in by_vector if pk in kept], [hit for hit in by_keyword if hit.id in kept]
 
 
 def ranked_memories(
