@@ -54,7 +54,8 @@ class RecallTuning:
     # names someone the question names (the question names none of its people: at ``topic_alone`` and within
     # ``topic_margin`` of the closest that names someone); another fact about someone the question names at
     # ``topic_fact_minimum`` (None: ``topic_minimum``) and within ``topic_fact_margin`` of that closest or at
-    # ``topic_alone``; a fact about someone else at ``topic_minimum`` when the question names a household member.
+    # ``topic_alone``, or when it shares a word with the question that is rarer than ``topic_word_zipf`` (wordfreq;
+    # None: no word counts); a fact about someone else at ``topic_minimum`` when the question names a household member.
     # A question whose masked text is at least ``topic_no_topic`` close to the bare neutral word asks about no
     # topic. None: no topic is judged (embedders without levels: hash, fastembed).
     topic_minimum: float | None = None
@@ -62,6 +63,7 @@ class RecallTuning:
     topic_fact_minimum: float | None = None
     topic_fact_margin: float = 0.05
     topic_alone: float = 0.3
+    topic_word_zipf: float | None = 6.0
     topic_no_topic: float = 0.7
     # A question at least this close to one of ``topic.GENERAL_QUESTIONS`` asks about the person it names in general:
     # their facts pass, none of their secrets.
@@ -172,20 +174,28 @@ def _dated(*, candidates, query, embedding, languages, depth, by_vector, by_keyw
 
 def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
     """Of the hits that pass the ``gate`` (if any): the vector hits within the relevance margin of the question's best
-    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor."""
-    if gate is not None:
-        kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
-        by_vector = [(pk, value) for pk, value in by_vector if pk in kept]
-        by_keyword = [hit for hit in by_keyword if hit.id in kept]
+    similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor.
+
+    A question that names a household member is judged before the floor (the closest of the person's memories
+    sets it); one that names none only has its relevant hits judged (there the gate only keeps secrets out, and
+    fewer candidates are embedded in the judge's space)."""
+    if gate is not None and gate.asked:
+        by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
     best = max((hit.score for hit in by_keyword), default=0.0)
     share = tuning.noise_keyword_share
-    return (
-        [(pk, value) for pk, value in by_vector if value >= floor],
-        [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)],
-        floor,
-    )
+    by_vector = [(pk, value) for pk, value in by_vector if value >= floor]
+    by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)]
+    if gate is not None and not gate.asked:
+        by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
+    return by_vector, by_keyword, floor
+
+
+def _kept(gate, by_vector, by_keyword):
+    """The vector and keyword hits that pass the ``gate``."""
+    kept = set(gate.keep([*(pk for pk, _ in by_vector), *(hit.id for hit in by_keyword)]))
+    return [(pk, value) for pk, value in by_vector if pk in kept], [hit for hit in by_keyword if hit.id in kept]
 
 
 def ranked_memories(

