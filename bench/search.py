@@ -35,7 +35,7 @@ def store_household() -> tuple[dict[int, str], list[tuple[str | None, str]]]:
     stored = {}
     for number, fact in enumerate([*facts, *more]):
         language = LANGUAGES[number % len(LANGUAGES)]
-        draft = MemoryDraft(
+        draft = MemoryDraft.build(
             content=fact["text"][language], language=language, provenance=Provenance.CONFIRMED, source=Source.TOOL
         )
         stored[memory_store(draft=draft, actor="bench").memory.pk] = fact["id"]
