@@ -180,6 +180,8 @@ def test_a_secret_is_a_value_or_a_secret_topic(usem3):
         "someone è in cura per l'alcolismo.",
         "someone and his wife are getting divorced.",
         "someone hat Migräne und nimmt Tabletten.",
+        "someone muss nächste Woche an der Hüfte operiert werden.",
+        "someone had a heart attack last winter.",
     )
     everyday = (
         "someone backt sonntags Kuchen.",
@@ -187,6 +189,9 @@ def test_a_secret_is_a_value_or_a_secret_topic(usem3):
         "someone plays chess online in the evening.",
         "someone compie gli anni il 9 novembre.",
         "someone fliegt 2027 nach Lissabon.",
+        "someone fährt mit dem Bus zur Schule.",
+        "someone walks the dog after dinner.",
+        "someone trinkt morgens einen Cappuccino.",
     )
     texts = [*secret, *everyday]
     held = secrets_held(usem3, texts, usem3.embed_documents(texts))
