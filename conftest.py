@@ -23,6 +23,17 @@ def _fresh_embedder_verification():
 
 
 @pytest.fixture(autouse=True)
+def _no_language_left_active():
+    """A request through the test client activates the page's language in the thread and nothing deactivates it:
+    each test starts with the default language, whatever the test before it asked for."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_household_names():
     """Each test reads its own household's names: a test's people are rolled back, which no signal reports."""
     household_names_changed()
@@ -178,6 +189,10 @@ def in_meaning_module(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
+        if embedders_of(item) != ["hash"] and not item.get_closest_marker("django_db"):
+            # A test that takes its embedder by name (request.getfixturevalue) asks for the database only while it
+            # runs; marked, pytest-django sets the test database up before it, also when it runs alone (-k).
+            item.add_marker(pytest.mark.django_db)
         if in_meaning_module(item) and embedders_of(item) == ["hash"] and not item.get_closest_marker("meaning_blind"):
             item.stash[_unsaid] = True
 
