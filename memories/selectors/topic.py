@@ -118,17 +118,18 @@ def household_names_changed(**_) -> None:
 def _pattern(names: tuple[str, ...]) -> re.Pattern:
     # A name that is also a common word ("Will", "Rose", "Mark") is a name only as a name is written.
     alternatives = "|".join(
-        rf"(?-i:{re.escape(name.title())}|{re.escape(name.upper())})" if _common_word(name) else re.escape(name)
+        rf"(?-i:{re.escape(name.title())}|{re.escape(name.upper())})" if _common(name, COMMON_ZIPF) else re.escape(name)
         for name in names
     )
     return re.compile(rf"(?<!\w)({alternatives})(?:['\u2019]s|['\u2019]|s)?(?!\w)", re.IGNORECASE)
 
 
-def _common_word(name: str) -> bool:
-    """True for a name that is a common word in one of the main languages (wordfreq Zipf >= COMMON_ZIPF)."""
+@functools.lru_cache(maxsize=4096)
+def _common(word: str, zipf: float) -> bool:
+    """True for a word at least ``zipf`` common in one of the main languages (wordfreq)."""
     from wordfreq import zipf_frequency  # loads its lists on first use
 
-    return any(zipf_frequency(name, language) >= COMMON_ZIPF for language in MAIN_LANGUAGES)
+    return any(zipf_frequency(word, language) >= zipf for language in MAIN_LANGUAGES)
 
 
 def names_pattern(names: list[str]) -> re.Pattern | None:
@@ -346,14 +347,6 @@ _bare: dict[str, np.ndarray] = {}
 
 # A word of three letters or more (no digits: a number is a value, not a topic).
 LETTERS = re.compile(r"[^\W\d_]{3,}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _common(word: str, zipf: float) -> bool:
-    """True for a word at least ``zipf`` common in one of the main languages (wordfreq)."""
-    from wordfreq import zipf_frequency  # loads its lists on first use
-
-    return any(zipf_frequency(word, language) >= zipf for language in MAIN_LANGUAGES)
 
 
 def _words(text: str, zipf: float) -> set[str]:
