@@ -176,10 +176,10 @@ def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
     """Of the hits that pass the ``gate`` (if any): the vector hits within the relevance margin of the question's best
     similarity, the keyword hits that are not noise (``is_noise``), and that relevance floor.
 
-    A question that names a household member is judged before the floor (the closest of the person's memories
-    sets it); one that names none only has its relevant hits judged (there the gate only keeps secrets out, and
+    A question about a household member (named, or the speaker) is judged before the floor (the closest of the
+    person's memories sets it); one about no one only has its relevant hits judged (there the gate only keeps secrets out, and
     fewer candidates are embedded in the judge's space)."""
-    if gate is not None and gate.asked:
+    if gate is not None and gate.about:
         by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
     similarities = [value for _, value in by_vector] + [h.similarity for h in by_keyword if h.similarity is not None]
     floor = relevance_floor(max(similarities, default=None), thresholds, margin=tuning.relevance_margin)
@@ -187,7 +187,7 @@ def _relevant(by_vector, by_keyword, *, thresholds, tuning, gate=None):
     share = tuning.noise_keyword_share
     by_vector = [(pk, value) for pk, value in by_vector if value >= floor]
     by_keyword = [hit for hit in by_keyword if not is_noise(hit, best_keyword_score=best, floor=floor, share=share)]
-    if gate is not None and not gate.asked:
+    if gate is not None and not gate.about:
         by_vector, by_keyword = _kept(gate, by_vector, by_keyword)
     return by_vector, by_keyword, floor
 

@@ -199,6 +199,7 @@ class TopicGate:
     pattern: re.Pattern | None
     names: list[str]  # every household name
     asked: set[str]  # the household names the question holds
+    implied: set[str]  # the speaker's names when the question names no one ("Welche Krankheit habe ich?")
     judge: object  # the Embedder whose space judges
     minimum: float
     margin: float
@@ -235,7 +236,12 @@ class TopicGate:
         """Whether ``text`` names someone, whether it shares a name with the question, and ``text`` masked."""
         found, masked = names_in(text, self.pattern, self.names)
         titled, masked = titled_names(masked)
-        return bool(found or titled), bool(found & self.asked or titled & self.query_words), masked
+        return bool(found or titled), bool(found & self.about or titled & self.query_words), masked
+
+    @property
+    def about(self) -> set[str]:
+        """Whom the question is about: the household members it names, else the speaker."""
+        return self.asked or self.implied
 
     @functools.cached_property
     def topic_words(self) -> set[str]:
@@ -319,18 +325,25 @@ class TopicGate:
         return [pk for pk in ids if self.passed[pk]]
 
 
-def topic_gate(*, query: str, embedder, tuning) -> TopicGate | None:
+def topic_gate(*, query: str, embedder, tuning, speaker=None) -> TopicGate | None:
     """The gate for one question, judged in ``embedder.blocks()``'s space with the ``tuning``'s topic levels; None
-    when the tuning judges no topic."""
+    when the tuning judges no topic. A question that names no household member and is asked by ``speaker`` is
+    about the speaker as far as their own memories go: those are judged as the memories of someone the question
+    names (the closest of them, their facts on its topic, their secrets only among the closest)."""
     if tuning.topic_minimum is None:
         return None
     names = household_names()
     pattern = names_pattern(names)
+    asked = names_in(query, pattern, names)[0]
+    implied = set()
+    if not asked and speaker is not None:
+        implied = {n.strip().lower() for n in [speaker.name, *speaker.aliases] if n and n.strip()} & set(names)
     return TopicGate(
         query=query,
         pattern=pattern,
         names=names,
-        asked=names_in(query, pattern, names)[0],
+        asked=asked,
+        implied=implied,
         judge=embedder.blocks(),
         minimum=tuning.topic_minimum,
         margin=tuning.topic_margin,

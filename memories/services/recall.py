@@ -65,7 +65,7 @@ def memory_recall(
     embedding = embedder.embed_query(query)
     candidates = recall_candidates(speaker=speaker, room=room)
     tuning = tuning if tuning is not None else RecallTuning.for_embedder(embedder.name)
-    gate = topic_gate(query=query, embedder=embedder, tuning=tuning)
+    gate = topic_gate(query=query, embedder=embedder, tuning=tuning, speaker=speaker)
     ranked = ranked_memories(
         candidates=candidates,
         query=query,

