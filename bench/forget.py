@@ -101,7 +101,7 @@ def sweep_combinations(spec: str) -> list[tuple]:
     return list(itertools.product(*axes))
 
 
-def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
+def blocks_bench(*, sweep: list[tuple] | None = None, data_file: Path = BLOCKS) -> None:
     """Blocked and kept rates on the labelled households: the store path's rule and the meaning-only baseline.
 
     ``sweep``: threshold combinations (tuples of (name, value) pairs) whose blocked and kept rates are
@@ -130,7 +130,7 @@ def blocks_bench(*, sweep: list[tuple] | None = None) -> None:
     blocks = embedder.blocks()  # the embedder whose space the blocks are made in (Embedder.block_embedder)
     thresholds = blocks.thresholds
     swept = defaultdict(Counter)
-    data = json.loads(BLOCKS.read_text(encoding="utf-8"))
+    data = json.loads(data_file.read_text(encoding="utf-8"))
     # (group, household, item, blocked now, blocked by meaning alone, best similarity, best with a shared
     # value digest, with a weak one, made of its words)
     rows = []
@@ -609,6 +609,12 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--flows", type=int, default=100)
     parser.add_argument(
+        "--data",
+        type=Path,
+        default=BLOCKS,
+        help="with blocks: the labelled households (bench/data/forget_heldout.json: written after the rules were fixed)",
+    )
+    parser.add_argument(
         "--sweep",
         default="",
         help="with blocks: 'tombstone=0.84:0.96:0.02,digest_related=...,digest_weak=...' (from:to:step each), "
@@ -620,7 +626,7 @@ def main() -> None:
     os.environ.setdefault("FORGET_DIGEST_KEY", BENCH_DIGEST_KEY)
     setup(embedder=args.embedder)
     if args.part in ("all", "blocks"):
-        blocks_bench(sweep=sweep_combinations(args.sweep))
+        blocks_bench(sweep=sweep_combinations(args.sweep), data_file=args.data)
     if args.part in ("all", "candidates"):
         candidates_bench()
     if args.part in ("all", "redaction"):

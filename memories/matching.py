@@ -16,6 +16,20 @@ _MONTH_NAMES = (
 MONTHS = {name: number for names in _MONTH_NAMES for number, name in enumerate(names.split(), start=1)}
 # A month name in a regular expression (longest first: "märz" before "mar…"; match case-insensitively).
 MONTH_PATTERN = "|".join(sorted(map(re.escape, MONTHS), key=len, reverse=True))
+# Abbreviated month names, a month only beside a day ("Aug 17", "17. Okt.", "17 ago"): alone, "mar" and "ago" are
+# words ("set", Italian for September, is left out: "set 3" is a tennis score).
+_MONTH_ABBREVIATIONS = (
+    "jan feb mar apr - jun jul aug sep oct nov dec",
+    "- - mär apr - - - - - okt - dez",
+    "gen - - - mag giu lug ago sett ott - dic",
+    "ene - - abr - - - - - - - -",
+    "- - mrz - - - - - sept - - -",
+)
+MONTH_ABBREVIATIONS = {
+    name: number for names in _MONTH_ABBREVIATIONS for number, name in enumerate(names.split(), start=1) if name != "-"
+}
+# A month beside a day: its name or an abbreviation (longest first).
+DAY_MONTH_PATTERN = "|".join(sorted(map(re.escape, {**MONTHS, **MONTH_ABBREVIATIONS}), key=len, reverse=True))
 WEEKDAYS = frozenset(
     (
         "monday tuesday wednesday thursday friday saturday sunday "

