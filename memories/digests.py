@@ -52,7 +52,7 @@ from urllib.parse import unquote
 
 from django.conf import settings
 
-from memories.matching import DATE_WORDS, DAY_MONTH_PATTERN, MONTH_ABBREVIATIONS, MONTHS
+from memories.matching import DATE_WORDS, DAY_MONTH_PATTERN, DAY_MONTHS, MONTHS
 
 # The languages whose common words are not distinctive (wordfreq's small lists cover them all).
 FREQUENCY_LANGUAGES = ("de", "en", "it", "es", "fr")
@@ -132,8 +132,7 @@ def named_dates(text: str) -> list[tuple[int, int, frozenset[str]]]:
     """The dates ``text`` writes with a month name: ``(start, end, values)`` ("14 marzo" -> {"--0314"})."""
     found = []
     for match in _MONTH_DATE.finditer(text):
-        name = _normalise(match["month"] or match["month_first"])
-        month = MONTHS.get(name) or MONTH_ABBREVIATIONS[name]
+        month = DAY_MONTHS[_normalise(match["month"] or match["month_first"])]
         day = int(match["day"] or match["day_after"])
         if values := _day_month(day, month, match["year"]):
             found.append((*match.span(), values))

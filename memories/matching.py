@@ -28,8 +28,9 @@ _MONTH_ABBREVIATIONS = (
 MONTH_ABBREVIATIONS = {
     name: number for names in _MONTH_ABBREVIATIONS for number, name in enumerate(names.split(), start=1) if name != "-"
 }
-# A month beside a day: its name or an abbreviation (longest first).
-DAY_MONTH_PATTERN = "|".join(sorted(map(re.escape, {**MONTHS, **MONTH_ABBREVIATIONS}), key=len, reverse=True))
+# A month beside a day: its name or an abbreviation, and the pattern of either (longest first).
+DAY_MONTHS = {**MONTHS, **MONTH_ABBREVIATIONS}
+DAY_MONTH_PATTERN = "|".join(sorted(map(re.escape, DAY_MONTHS), key=len, reverse=True))
 WEEKDAYS = frozenset(
     (
         "monday tuesday wednesday thursday friday saturday sunday "

@@ -100,11 +100,16 @@ def household_names() -> list[str]:
     read = time.monotonic()
     names = set()
     for name, aliases in Person.objects.values_list("name", "aliases"):
-        names.update(n.strip().lower() for n in [name, *aliases] if n and n.strip())
+        names.update(person_names(name, aliases))
     ordered = sorted(names, key=lambda n: (-len(n), n))
     with _names_lock:
         _names = (read, ordered)
     return ordered
+
+
+def person_names(name: str, aliases) -> set[str]:
+    """A person's name and aliases as the household's names are kept: stripped, lower case."""
+    return {n.strip().lower() for n in [name, *aliases] if n and n.strip()}
 
 
 def household_names_changed(**_) -> None:
@@ -218,7 +223,7 @@ class TopicGate:
     def question(self) -> np.ndarray | None:
         """The masked question's vector; None when it asks about no topic (names only) or the judge cannot read it."""
         if self._question is None:
-            text = titled_names(names_in(self.query, self.pattern, self.names)[1])[1]
+            text = self.masked_query
             vector = None if unread_script(text, self.judge) else np.asarray(self.judge.embed_query(text))
             if vector is not None and vector @ _bare_question(self.judge) >= self.no_topic:
                 vector = None  # names only: no topic, so nothing that names someone passes by topic
@@ -244,11 +249,14 @@ class TopicGate:
         return self.asked or self.implied
 
     @functools.cached_property
+    def masked_query(self) -> str:
+        """The question with every household name and titled name replaced by the neutral word."""
+        return titled_names(names_in(self.query, self.pattern, self.names)[1])[1]
+
+    @functools.cached_property
     def topic_words(self) -> set[str]:
         """The question's words rarer than ``word_zipf``, names masked (none when no word counts)."""
-        if self.word_zipf is None:
-            return set()
-        return _words(titled_names(names_in(self.query, self.pattern, self.names)[1])[1], self.word_zipf)
+        return set() if self.word_zipf is None else _words(self.masked_query, self.word_zipf)
 
     @functools.cached_property
     def query_words(self) -> set[str]:
@@ -290,10 +298,17 @@ class TopicGate:
         if self.closest is None:
             self.closest = max(float(value) for value in closeness.values())
         for pk, value in closeness.items():
-            self.passed[pk] = bool(value >= self.level(secret=secret[pk], shared=pk in shared))
-            if not self.passed[pk] and pk in shared and not secret[pk] and value >= self.fact_minimum:
-                # A fact about the person asked about that shares an uncommon word with the question is on its topic.
-                self.passed[pk] = bool(self.topic_words) and bool(self.topic_words & _words(masked[pk], self.word_zipf))
+            self.passed[pk] = self.passes(value, secret=secret[pk], shared=pk in shared, text=masked[pk])
+
+    def passes(self, value: float, *, secret: bool, shared: bool, text: str) -> bool:
+        """Whether a memory that names someone, ``value`` close to the question with the names masked (``text``),
+        passes: at its ``level``, or, a fact about the person asked about, at ``fact_minimum`` when it shares an
+        uncommon word with the question."""
+        if value >= self.level(secret=secret, shared=shared):
+            return True
+        if secret or not shared or value < self.fact_minimum or not self.topic_words:
+            return False
+        return bool(self.topic_words & _words(text, self.word_zipf))
 
     def level(self, *, secret: bool, shared: bool) -> float:
         """The closeness a memory that names someone needs: a secret within ``margin`` of the closest memory that
@@ -337,7 +352,7 @@ def topic_gate(*, query: str, embedder, tuning, speaker=None) -> TopicGate | Non
     asked = names_in(query, pattern, names)[0]
     implied = set()
     if not asked and speaker is not None:
-        implied = {n.strip().lower() for n in [speaker.name, *speaker.aliases] if n and n.strip()} & set(names)
+        implied = person_names(speaker.name, speaker.aliases) & set(names)
     return TopicGate(
         query=query,
         pattern=pattern,
